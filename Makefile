@@ -1,0 +1,54 @@
+# Two commands do all the set-up on a fresh machine:
+#   make book   -> .venv, package, export, executed notebooks -> book/_build/html/index.html
+#   make test   -> .venv, package, lint, unit tests + export-sync check + nbval on every notebook
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+MATHJAX := book/_static/mathjax/tex-chtml.js
+# Tests, CI and the book read the datasets from ../shared/data unless the caller says otherwise.
+SHARED_DATA := $(abspath ../shared/data)
+export TRANSFORMER_LIB_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
+# Notebooks run their small CPU configuration everywhere except where a GPU is asked for.
+export MPLBACKEND := Agg
+export PYTHONHASHSEED := 0
+
+.PHONY: setup export book test lint unit nbval browser-check clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+$(MATHJAX):
+	# MathJax is served from the site itself so math renders with no network.
+	npm install --silent --no-audit --no-fund --prefix book/_build/npm mathjax@3.2.2
+	mkdir -p book/_static/mathjax
+	cp -r book/_build/npm/node_modules/mathjax/es5/. book/_static/mathjax/
+
+export: setup
+	$(VENV)/bin/nbdev-export
+
+book: export $(MATHJAX)
+	$(VENV)/bin/jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
+	  --path-output book -W -n --keep-going
+	@echo "The site is at book/_build/html/index.html"
+
+lint: setup
+	$(VENV)/bin/ruff check
+
+# Unit tests (tests/, including the export-sync check) and nbval executing every notebook,
+# in one pytest run so CI ends on one summary line.
+test: setup lint
+	$(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider
+
+browser-check: book
+	$(PY) book/check_site.py book/_build/html
+
+clean:
+	rm -rf book/_build book/_static/mathjax .pytest_cache

@@ -1,0 +1,97 @@
+"""transformer_lib.data: directory resolution, checksums, clear errors, loaders (on ../shared/data)."""
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from transformer_lib import data
+from transformer_lib.data import ENV_VAR, MANIFEST, DataError, fetch, resolve_data_dir
+
+SHARED = os.environ.get(ENV_VAR)
+needs_data = pytest.mark.skipif(not SHARED or not Path(SHARED, "multi30k").exists(),
+                                reason=f"{ENV_VAR} does not point at the shared datasets")
+
+
+def test_resolution_order(monkeypatch, tmp_path):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "env"))
+    assert resolve_data_dir(tmp_path / "arg") == tmp_path / "arg"
+    assert resolve_data_dir() == tmp_path / "env"
+    monkeypatch.delenv(ENV_VAR)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert resolve_data_dir() == tmp_path / "cache" / "transformer_lib"
+
+
+def test_missing_file_offline_says_which_where_and_how(tmp_path):
+    with pytest.raises(DataError) as e:
+        fetch("multi30k/val.de.gz", data_dir=tmp_path, download=False)
+    msg = str(e.value)
+    assert "multi30k/val.de.gz" in msg and str(tmp_path) in msg and ENV_VAR in msg
+    assert MANIFEST["multi30k/val.de.gz"].url in msg
+
+
+def test_failed_download_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise OSError("network is unreachable")
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    with pytest.raises(DataError, match="download from .* failed"):
+        fetch("tinyshakespeare/input.txt", data_dir=tmp_path)
+    assert not any(tmp_path.rglob("*")) or not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+def test_download_with_wrong_bytes_is_discarded(tmp_path, monkeypatch):
+    import io
+
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(b"not the file"))
+    with pytest.raises(DataError, match="SHA-256"):
+        fetch("tinyshakespeare/input.txt", data_dir=tmp_path)
+    assert not (tmp_path / "tinyshakespeare" / "input.txt").exists()
+    assert not list((tmp_path / "tinyshakespeare").glob("*.part"))
+
+
+def test_unknown_file_and_split():
+    with pytest.raises(DataError, match="Unknown dataset file"):
+        fetch("nope.txt")
+    with pytest.raises(ValueError, match="split must be one of"):
+        data.load_multi30k("dev")
+
+
+@needs_data
+def test_corrupt_file_is_never_used(tmp_path):
+    target = tmp_path / "multi30k" / "val.de.gz"
+    target.parent.mkdir()
+    raw = bytearray(Path(SHARED, "multi30k", "val.de.gz").read_bytes())
+    raw[100] ^= 0xFF
+    target.write_bytes(bytes(raw))
+    with pytest.raises(DataError, match="corrupt"):
+        fetch("multi30k/val.de.gz", data_dir=tmp_path, download=False)
+
+
+@needs_data
+def test_loaders_on_shared_data():
+    for split, n in [("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)]:
+        pairs = data.load_multi30k(split)
+        assert len(pairs) == n and all(de and en for de, en in pairs)
+    text = data.load_tiny_shakespeare()
+    assert len(text) == 1_115_394 and len(set(text)) == 65
+    pairs = data.load_tatoeba_fra_eng()
+    assert len(pairs) == 142787 and pairs[0][0] and pairs[0][1]
+
+
+@needs_data
+def test_mismatched_parallel_files_are_rejected(tmp_path, monkeypatch):
+    d = tmp_path / "multi30k"
+    d.mkdir()
+    for lang in ("de", "en"):
+        shutil.copy(Path(SHARED, "multi30k", f"val.{lang}.gz"), d / f"val.{lang}.gz")
+    with gzip.open(d / "val.en.gz", "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    with gzip.open(d / "val.en.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines[:-1]) + "\n")
+    # Pretend this shortened file is the genuine one, so only the length check can catch it.
+    entry = MANIFEST["multi30k/val.en.gz"]
+    monkeypatch.setitem(MANIFEST, "multi30k/val.en.gz",
+                        data.DataFile(entry.path, data.sha256_of(d / "val.en.gz"), entry.url))
+    with pytest.raises(DataError, match="1014 German lines but 1013 English lines"):
+        data.load_multi30k("val", data_dir=tmp_path)

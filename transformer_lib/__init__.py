@@ -1,0 +1,40 @@
+"""transformer_lib: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), built one
+component at a time in the *Attention, Derived* notebooks (every module is exported from one).
+
+Mask convention, everywhere in the package: masks are boolean and ``True`` means "may attend";
+a mask broadcasts to (B, h, L_q, L_k).
+
+The model modules import only torch. Plotting (matplotlib), data, tokenizers, BLEU and the trainer
+live in their own modules; the names re-exported here from those modules are loaded on first use,
+so ``import transformer_lib`` never imports matplotlib.
+"""
+
+__version__ = "0.1.0"
+
+# --- Chapter 01: self-attention with no parameters -------------------------------------------------
+from .self_attention import basic_self_attention
+
+# --- Part I: attention (chapters 02-05) ---------------------------------------------------------------
+
+# --- Part II: the Transformer (chapters 06-12) ----------------------------------------------------------
+
+# --- Part III: training and decoding (chapters 13-16) -----------------------------------------------------
+
+# --- Loaded on first use (they import matplotlib, tokenizers, ... ) -----------------------------------------
+_LAZY = {
+    "plot_attention": "plotting",
+    "plot_attention_heads": "plotting",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'transformer_lib' has no attribute {name!r}")
+
+
+__all__ = [n for n in dir() if not n.startswith("_")] + list(_LAZY)
