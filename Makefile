@@ -34,7 +34,10 @@ $(MATHJAX):
 export: setup
 	$(VENV)/bin/nbdev-export
 
+# The kernels that execute the notebooks draw figures inline (the Agg backend exported above, for
+# nbval and scripts, would leave the pages without their figures).
 book: export $(MATHJAX)
+	MPLBACKEND=module://matplotlib_inline.backend_inline \
 	$(VENV)/bin/jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
 	  --path-output book -W -n --keep-going
 	@echo "The site is at book/_build/html/index.html"
@@ -47,6 +50,8 @@ lint: setup
 test: setup lint
 	$(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider
 
+# Loads every page of the built site in headless Chromium (see book/check_site.py); screenshots go
+# to /tmp/site_shots. Exits non-zero on any failure.
 browser-check: book
 	$(PY) book/check_site.py book/_build/html
 

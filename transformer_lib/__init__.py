@@ -15,6 +15,11 @@ __version__ = "0.1.0"
 from .self_attention import basic_self_attention
 
 # --- Part I: attention (chapters 02-05) ---------------------------------------------------------------
+# isort: split
+from .attention import scaled_dot_product_attention
+from .interop import from_torch
+from .masking import make_causal_mask, make_padding_mask
+from .multi_head_attention import MultiHeadAttention
 
 # --- Part II: the Transformer (chapters 06-12) ----------------------------------------------------------
 
@@ -24,6 +29,10 @@ from .self_attention import basic_self_attention
 _LAZY = {
     "plot_attention": "plotting",
     "plot_attention_heads": "plotting",
+    # Capstone (chapters 17-18)
+    "SubwordTokenizer": "text",
+    "train_joint_tokenizer": "text",
+    "corpus_bleu": "text",
 }
 
 

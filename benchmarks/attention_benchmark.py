@@ -1,0 +1,166 @@
+"""Forward + backward time and peak memory of four implementations of the same multi-head self-attention.
+
+    naive     NaiveMultiHeadAttention: the 3h separate matrices, a Python loop over heads (chapter 05)
+    explicit  MultiHeadAttention with need_weights = True: one fused projection, explicit softmax
+    fast      MultiHeadAttention (default): F.scaled_dot_product_attention (fused kernels on a GPU)
+    torch     nn.MultiheadAttention(batch_first=True), called with need_weights=False
+
+Usage:
+    python benchmarks/attention_benchmark.py                        # CPU, float32, small default config
+    python benchmarks/attention_benchmark.py --device cuda          # GPU, bf16, B=32, L in {128, 512, 2048}
+
+Peak memory is the most tensor memory alive at any moment of one forward + backward step, beyond what
+was alive before it: torch.cuda.max_memory_allocated on CUDA; on the CPU, tensors are counted one by one as
+operators create them and as they are freed (a TorchDispatchMode; allocator overhead is not included).
+Time is the median over --repeats steps after --warmup steps. Ratios are against nn.MultiheadAttention.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import weakref
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
+from transformer_lib.multi_head_attention import MultiHeadAttention, NaiveMultiHeadAttention  # noqa: E402
+
+
+class LiveTensorMemory(TorchDispatchMode):
+    """Tracks the bytes of tensor storages created inside the mode that are still alive; keeps the peak."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = self.peak = 0
+        self._seen: set[int] = set()
+
+    def _free(self, key: int, nbytes: int) -> None:
+        self._seen.discard(key)
+        self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                storage = t.untyped_storage()
+                key = storage.data_ptr()
+                if key in self._seen or storage.nbytes() == 0:
+                    continue                                   # a view of a storage we already count
+                self._seen.add(key)
+                self.live += storage.nbytes()
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(storage, self._free, key, storage.nbytes())
+        return out
+
+
+def build(kind: str, d_model: int, h: int, device, dtype) -> nn.Module:
+    if kind == "torch":
+        module = nn.MultiheadAttention(d_model, h, batch_first=True)
+    else:
+        module = MultiHeadAttention(d_model, h)
+        if kind == "naive":
+            module = NaiveMultiHeadAttention.from_fused(module)
+        module.need_weights = kind == "explicit"
+    return module.to(device=device, dtype=dtype).train()
+
+
+def step(module: nn.Module, x: torch.Tensor, kind: str) -> None:
+    out = module(x, x, x, need_weights=False)[0] if kind == "torch" else module(x, x, x)
+    out.backward(torch.ones_like(out))
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def measure(kind, B, L, d_model, h, device, dtype, warmup, repeats):
+    torch.manual_seed(0)
+    module = build(kind, d_model, h, device, dtype)
+    x = torch.randn(B, L, d_model, device=device, dtype=dtype, requires_grad=True)
+    for _ in range(warmup):
+        step(module, x, kind)
+    times = []
+    for _ in range(repeats):
+        module.zero_grad(set_to_none=True)
+        x.grad = None
+        sync(device)
+        t0 = time.perf_counter()
+        step(module, x, kind)
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    module.zero_grad(set_to_none=True)
+    x.grad = None
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        step(module, x, kind)
+        sync(device)
+        peak = torch.cuda.max_memory_allocated(device) - base
+    else:
+        with LiveTensorMemory() as tracker:
+            step(module, x, kind)
+        peak = tracker.peak
+    return statistics.median(times), peak
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="default: float32 on cpu, bfloat16 on cuda")
+    p.add_argument("--batch", type=int, default=None, help="default: 4 on cpu (reduced from 32), 32 on cuda")
+    p.add_argument("--lengths", type=int, nargs="+", default=None,
+                   help="default: 128 512 on cpu, 128 512 2048 on cuda")
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--impls", nargs="+", default=["naive", "explicit", "fast", "torch"],
+                   choices=["naive", "explicit", "fast", "torch"])
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on cpu")
+    args = p.parse_args(argv)
+
+    cuda = args.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        p.error("--device cuda requested but torch.cuda.is_available() is False")
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype or ("bfloat16" if cuda else "float32"))
+    B = args.batch or (32 if cuda else 4)
+    lengths = args.lengths or ([128, 512, 2048] if cuda else [128, 512])
+    if args.threads and not cuda:
+        torch.set_num_threads(args.threads)
+    name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
+    print(f"device: {name} | torch {torch.__version__} | dtype {str(dtype).replace('torch.', '')} | "
+          f"B={B} d_model={args.d_model} h={args.heads} | self-attention, no mask | forward+backward, "
+          f"median of {args.repeats} after {args.warmup} warm-up")
+    print(f"{'L':>6} {'impl':>9} {'time (ms)':>10} {'vs torch':>9} {'peak mem (MiB)':>15} {'vs torch':>9}")
+    for L in lengths:
+        rows = {}
+        for kind in args.impls:
+            try:
+                rows[kind] = measure(kind, B, L, args.d_model, args.heads, device, dtype, args.warmup, args.repeats)
+            except torch.cuda.OutOfMemoryError:
+                rows[kind] = None
+                if cuda:
+                    torch.cuda.empty_cache()
+        ref = rows.get("torch")
+        for kind, r in rows.items():
+            if r is None:
+                print(f"{L:>6} {kind:>9} {'out of memory':>10}")
+                continue
+            t, m = r
+            rt = f"{t / ref[0]:.2f}x" if ref else "-"
+            rm = f"{m / ref[1]:.2f}x" if ref and ref[1] else "-"
+            print(f"{L:>6} {kind:>9} {t * 1e3:>10.1f} {rt:>9} {m / 2**20:>15.1f} {rm:>9}")
+
+
+if __name__ == "__main__":
+    main()

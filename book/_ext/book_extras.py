@@ -1,0 +1,62 @@
+"""Small Sphinx additions for the book (loaded through `sphinx: local_extensions` in _config.yml).
+
+1. The API reference renders the package's Markdown-style docstrings. They are written for a
+notebook reader, with `name` in single backticks for code (Markdown). In reStructuredText single
+backticks would be italic "interpreted text", so before autodoc renders a docstring this hook turns
+a lone `code` span into an inline literal ``code``. Roles (:func:`x`), double-backtick literals
+and hyperlinks (`text <url>`_) are left alone, and a bare `|` is escaped (`|Y|`, a length, is not
+a substitution).
+
+2. One copy of each inline script per page. sphinx-thebe (loaded by Jupyter Book even with Thebe
+off) registers its inline configuration script more than once in a Jupyter Book build, and Sphinx
+de-duplicates script files but not inline scripts, so every page declared `const THEBE_JS_URL`
+twice and the browser logged a SyntaxError (book/check_site.py fails on JavaScript errors).
+"""
+import re
+
+# Backtick constructs, scanned left to right so that pairs match up: ``literal``, :role:`target`,
+# `hyperlink`_ (all kept), and a plain `code` span (converted).
+_BACKTICKS = re.compile(r"(``.+?``)|(:[\w:+.-]+:`[^`]+`)|(`[^`]+`__?)|`([^`\n]+)`")
+
+
+def _to_literal(match):
+    return match.group(0) if match.group(4) is None else f"``{match.group(4)}``"
+
+
+def _convert_line(line: str) -> str:
+    """Backtick spans as above; outside them a bare `|` is escaped, because reStructuredText would
+    read a Markdown-ish `|Y|` (a length) as a substitution reference."""
+    out, pos = [], 0
+    for m in _BACKTICKS.finditer(line):
+        out.append(line[pos:m.start()].replace("|", "\\|"))
+        out.append(_to_literal(m))
+        pos = m.end()
+    out.append(line[pos:].replace("|", "\\|"))
+    return "".join(out)
+
+
+def _markdown_code_to_literal(app, what, name, obj, options, lines):
+    in_code_block = False
+    for i, line in enumerate(lines):
+        if line.strip().startswith("```"):
+            in_code_block = not in_code_block
+            continue
+        if not in_code_block and ("`" in line or "|" in line):
+            lines[i] = _convert_line(line)
+
+
+def _unique_scripts(app, pagename, templatename, context, doctree):
+    seen, unique = set(), []
+    for js in context.get("script_files", []):
+        # an inline script's filename is None or "" depending on who added it
+        key = (getattr(js, "filename", js) or None, tuple(sorted(getattr(js, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(js)
+    context["script_files"] = unique
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _markdown_code_to_literal)
+    app.connect("html-page-context", _unique_scripts, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

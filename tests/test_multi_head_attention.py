@@ -1,0 +1,262 @@
+"""Chapter 05: multi-head attention. Variants that must agree (LLMs-from-scratch pattern): the 3h separate
+matrices, the fused module's explicit path, its fast path, nn.MultiheadAttention, the notes' column form,
+and the KV cache."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.flop_counter import FlopCounterMode
+
+from transformer_lib.masking import make_causal_mask, make_padding_mask
+from transformer_lib.multi_head_attention import (
+    MultiHeadAttention,
+    NaiveMultiHeadAttention,
+    attention_matmul_flops,
+    count_parameters,
+    multi_head_attention_columns,
+    per_head_weights,
+)
+
+configs = st.tuples(st.sampled_from([(8, 1), (8, 2), (12, 3), (16, 4)]), st.integers(1, 3), st.integers(1, 7),
+                    st.integers(1, 7))   # (d_model, h), B, L_q, L_k
+
+
+def _mha(d_model, h, seed, bias=True):
+    torch.manual_seed(seed)
+    m = MultiHeadAttention(d_model, h, bias=bias).double().eval()
+    if bias:   # PyTorch initialises the biases to 0; random biases make the tests stronger
+        with torch.no_grad():
+            m.in_proj.bias.normal_()
+            m.out_proj.bias.normal_()
+    return m
+
+
+def _masks(kind, B, L_q, L_k, g):
+    lengths = torch.randint(1, L_k + 1, (B,), generator=g)
+    pad = make_padding_mask((torch.arange(L_k) < lengths[:, None]).long(), 0)      # (B, 1, 1, L_k), >= 1 real key
+    if kind == "none":
+        return None
+    if kind == "padding":
+        return pad
+    # queries are the last L_q positions of L_k; with more queries than keys, query i sees keys 0..i
+    causal = make_causal_mask(L_q, offset=L_k - L_q) if L_k >= L_q else make_causal_mask(L_q)[:, :L_k]
+    if kind == "causal":
+        return causal
+    full = torch.rand(B, 1, L_q, L_k, generator=g) < 0.5                         # arbitrary, some rows empty
+    return full
+
+
+def _run(m, q, kv, mask, need_weights):
+    m.need_weights = need_weights
+    out = m(q, kv, kv, mask)
+    m.need_weights = False
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(c=configs, seed=st.integers(0, 2**16), kind=st.sampled_from(["none", "padding", "causal", "random"]),
+       self_attn=st.booleans())
+def test_fast_explicit_naive_agree(c, seed, kind, self_attn):
+    (d_model, h), B, L_q, L_k = c
+    if self_attn:
+        L_k = L_q
+    g = torch.Generator().manual_seed(seed)
+    m = _mha(d_model, h, seed)
+    x = torch.randn(B, L_q, d_model, generator=g, dtype=torch.float64)
+    kv = x if self_attn else torch.randn(B, L_k, d_model, generator=g, dtype=torch.float64)
+    mask = _masks(kind, B, L_q, L_k, g)
+    fast, explicit = _run(m, x, kv, mask, False), _run(m, x, kv, mask, True)
+    naive = NaiveMultiHeadAttention.from_fused(m)(x, kv, kv, mask)
+    assert fast.shape == (B, L_q, d_model) and torch.isfinite(fast).all()
+    torch.testing.assert_close(fast, explicit, atol=1e-10, rtol=0)
+    torch.testing.assert_close(naive, explicit, atol=1e-10, rtol=0)
+    assert m.attn_weights.shape == (B, h, L_q, L_k) and not m.attn_weights.requires_grad
+
+
+def test_fast_and_explicit_gradients_agree_with_empty_rows():
+    g = torch.Generator().manual_seed(0)
+    m = _mha(8, 2, 0)
+    mask = torch.ones(2, 1, 4, 5, dtype=torch.bool)
+    mask[0, 0, 1] = False                                   # a fully masked row
+    mask[1, 0, :, 3:] = False
+    grads = []
+    for need in (False, True):
+        x = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64, requires_grad=True)
+        mem = torch.randn(2, 5, 8, generator=g.manual_seed(2), dtype=torch.float64, requires_grad=True)
+        m.zero_grad()
+        out = _run(m, x, mem, mask, need)
+        assert torch.equal(out[0, 1], m.out_proj.bias)     # empty row: attention output 0, then W_O and bias
+        out.square().sum().backward()
+        grads.append([x.grad, mem.grad] + [p.grad.clone() for p in m.parameters()])
+    for a, b in zip(*grads):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(c=configs, seed=st.integers(0, 2**16), kind=st.sampled_from(["none", "padding", "causal"]),
+       self_attn=st.booleans(), bias=st.booleans())
+def test_matches_nn_multihead_attention_float64(c, seed, kind, self_attn, bias):
+    (d_model, h), B, L_q, L_k = c
+    if self_attn:
+        L_k = L_q
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    ref = torch.nn.MultiheadAttention(d_model, h, bias=bias, batch_first=True, dtype=torch.float64).eval()
+    if bias:
+        with torch.no_grad():
+            ref.in_proj_bias.normal_()
+            ref.out_proj.bias.normal_()
+    m = MultiHeadAttention(d_model, h, bias=bias).double().eval()
+    with torch.no_grad():
+        m.in_proj.weight.copy_(ref.in_proj_weight)
+        m.out_proj.weight.copy_(ref.out_proj.weight)
+        if bias:
+            m.in_proj.bias.copy_(ref.in_proj_bias)
+            m.out_proj.bias.copy_(ref.out_proj.bias)
+    x = torch.randn(B, L_q, d_model, generator=g, dtype=torch.float64)
+    kv = x if self_attn else torch.randn(B, L_k, d_model, generator=g, dtype=torch.float64)
+    mask = _masks(kind, B, L_q, L_k, g)
+    kwargs = {}
+    if kind == "padding":
+        kwargs["key_padding_mask"] = ~mask[:, 0, 0]
+    elif kind == "causal":
+        kwargs["attn_mask"] = ~mask
+    with torch.no_grad():
+        theirs, _ = ref(x, kv, kv, need_weights=False, **kwargs)
+        for need in (False, True):
+            torch.testing.assert_close(_run(m, x, kv, mask, need), theirs, atol=1e-6, rtol=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(c=configs, seed=st.integers(0, 2**16))
+def test_permutation_equivariance(c, seed):
+    (d_model, h), B, L, _ = c
+    g = torch.Generator().manual_seed(seed)
+    m = _mha(d_model, h, seed)
+    x = torch.randn(B, L, d_model, generator=g, dtype=torch.float64)
+    perm = torch.randperm(L, generator=g)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x[:, perm], x[:, perm], x[:, perm]), m(x, x, x)[:, perm])
+
+
+@settings(max_examples=25, deadline=None)
+@given(c=configs, seed=st.integers(0, 2**16))
+def test_notes_column_form_equals_rows_plus_residual(c, seed):
+    """Attn(H) = H + O [head_1; ...; head_M] (the notes) == (X + MultiHead(X, X))^T, without biases."""
+    (d_model, h), _, L, _ = c
+    m = _mha(d_model, h, seed, bias=False)
+    X = torch.randn(1, L, d_model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    with torch.no_grad():
+        notes = multi_head_attention_columns(X[0].T, *per_head_weights(m))
+        torch.testing.assert_close(notes, (X + m(X, X, X))[0].T)
+
+
+@pytest.mark.parametrize("d_model,L_q,L_k", [(16, 5, 7), (64, 10, 12)])
+def test_parameter_and_flop_counts_do_not_depend_on_heads(d_model, L_q, L_k):
+    xq, xkv = torch.randn(1, L_q, d_model), torch.randn(1, L_k, d_model)
+    expected = 4 * L_q * d_model**2 + 4 * L_k * d_model**2 + 4 * L_q * L_k * d_model    # eq. (mha-flops)
+    for h in (1, 2, 4, 8):
+        for module in (NaiveMultiHeadAttention(d_model, h), MultiHeadAttention(d_model, h)):
+            module.need_weights = True
+            assert count_parameters(module) == 4 * d_model**2 + 4 * d_model           # eq. (mha-params)
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                module(xq, xkv, xkv)
+            assert counter.get_total_flops() == expected == attention_matmul_flops(L_q, L_k, d_model, h)
+    assert count_parameters(MultiHeadAttention(d_model, 4, bias=False)) == 4 * d_model**2
+
+
+@settings(max_examples=15, deadline=None)
+@given(B=st.integers(1, 3), L=st.integers(1, 8), prompt=st.integers(1, 8), seed=st.integers(0, 2**16))
+def test_kv_cache_self_attention_equals_full_causal(B, L, prompt, seed):
+    prompt = min(prompt, L)
+    g = torch.Generator().manual_seed(seed)
+    m = _mha(16, 4, seed)
+    x = torch.randn(B, L, 16, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        full = m(x, x, x, make_causal_mask(L))
+        cache = {}
+        p = x[:, :prompt]
+        outs = [m(p, p, p, make_causal_mask(prompt), cache=cache)]               # a prompt at once
+        for t in range(prompt, L):                                               # then one token per step
+            x_t = x[:, t:t + 1]
+            m.need_weights = t % 2 == 0                                          # both paths use the cache
+            outs.append(m(x_t, x_t, x_t, cache=cache))
+        m.need_weights = False
+        assert cache["k"].shape == (B, 4, L, 4) and cache["v"].shape == (B, 4, L, 4)
+        torch.testing.assert_close(torch.cat(outs, dim=1), full)
+
+
+def test_kv_cache_several_new_tokens_with_offset_mask():
+    m = _mha(16, 2, 0)
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    with torch.no_grad():
+        full = m(x, x, x, make_causal_mask(9))
+        cache = {}
+        a = m(x[:, :4], x[:, :4], x[:, :4], make_causal_mask(4), cache=cache)
+        b = m(x[:, 4:], x[:, 4:], x[:, 4:], make_causal_mask(5, offset=4), cache=cache)
+    torch.testing.assert_close(torch.cat([a, b], 1), full)
+
+
+def test_static_kv_cache_is_computed_once_and_reused():
+    m = _mha(16, 4, 1)
+    y = torch.randn(2, 5, 16, dtype=torch.float64)
+    memory = torch.randn(2, 7, 16, dtype=torch.float64)
+    src_mask = make_padding_mask(torch.tensor([[1] * 7, [1] * 4 + [0] * 3]), 0)
+    with torch.no_grad():
+        cache = {}
+        first = m(y[:, :2], memory, memory, src_mask, cache=cache, static_kv=True)
+        k_id = id(cache["k"])
+        second = m(y[:, 2:], None, None, src_mask, cache=cache, static_kv=True)       # memory not needed again
+        third = m(y[:, 2:], memory * 0 + 5, memory, src_mask, cache=cache, static_kv=True)   # ignored: cached
+        assert id(cache["k"]) == k_id and cache["k"].shape == (2, 4, 7, 4)
+        ref = m(y, memory, memory, src_mask)
+    torch.testing.assert_close(torch.cat([first, second], 1), ref)
+    torch.testing.assert_close(third, second)
+
+
+def test_dropout_only_in_training():
+    torch.manual_seed(0)
+    m = MultiHeadAttention(16, 4, dropout=0.5)
+    x = torch.randn(2, 6, 16)
+    m.eval()
+    assert torch.equal(m(x, x, x), m(x, x, x))
+    m.train()
+    assert not torch.allclose(m(x, x, x), m(x, x, x))
+
+
+def test_constructor_and_attributes():
+    m = MultiHeadAttention(24, 3)
+    assert (m.d_model, m.n_heads, m.d_k) == (24, 3, 8)
+    assert m.in_proj.weight.shape == (72, 24) and m.out_proj.weight.shape == (24, 24)
+    assert m.need_weights is False and m.attn_weights is None
+    assert MultiHeadAttention(8, 2, bias=False).in_proj.bias is None
+
+
+@pytest.mark.parametrize("d_model,n_heads", [(10, 3), (8, 0), (8, 16)])
+def test_heads_must_divide_d_model(d_model, n_heads):
+    with pytest.raises(ValueError, match=r"d_model"):
+        MultiHeadAttention(d_model, n_heads)
+    with pytest.raises(ValueError, match=r"d_model"):
+        NaiveMultiHeadAttention(d_model, n_heads)
+
+
+def test_bad_inputs_name_the_argument_and_shape():
+    m = MultiHeadAttention(8, 2)
+    x, mem = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    with pytest.raises(ValueError, match=r"query must be a floating-point tensor of shape \(B, L_q, d_model\) with d_model = 8"):
+        m(torch.randn(2, 3, 6), mem, mem)
+    with pytest.raises(ValueError, match=r"key must be a floating-point tensor of shape \(B, L_k, d_model\) with d_model = 8"):
+        m(x, torch.randn(2, 5, 7), mem)
+    with pytest.raises(ValueError, match=r"value must have shape \(B, L_k, d_model\) with d_model = 8, B = 2, L_k = 5"):
+        m(x, mem, torch.randn(2, 4, 8))
+    with pytest.raises(ValueError, match=r"key must have shape .* B = 2"):
+        m(x, torch.randn(3, 5, 8), torch.randn(3, 5, 8))
+    with pytest.raises(ValueError, match=r"query must have shape \(B, L_q, d_model\)"):
+        m(torch.randn(3, 8), mem, mem)
+    with pytest.raises(ValueError, match=r"mask must be .* broadcastable to \(B, h, L_q, L_k\) = \(2, 2, 3, 5\), got shape \(3, 3\)"):
+        m(x, mem, mem, make_causal_mask(3))
+    with pytest.raises(TypeError, match=r"mask must be a boolean tensor .* got a torch.float32 tensor"):
+        m(x, mem, mem, torch.zeros(3, 5))
+    with pytest.raises(ValueError, match=r"cache\['k'\] must have shape \(B, h, L_past, d_k\) with B = 2"):
+        m(x, x, x, cache={"k": torch.zeros(1, 2, 4, 4), "v": torch.zeros(1, 2, 4, 4)})
