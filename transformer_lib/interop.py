@@ -8,6 +8,9 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .decoder import Decoder, DecoderLayer
+from .encoder import Encoder, EncoderLayer
+from .layer_norm import LayerNorm
 from .multi_head_attention import MultiHeadAttention
 
 # %% auto #0
@@ -132,3 +135,78 @@ def _from_multihead_attention(m: nn.MultiheadAttention) -> MultiHeadAttention:
     _copy_(ours.out_proj.weight, m.out_proj.weight, "out_proj.weight")
     _copy_(ours.out_proj.bias, m.out_proj.bias, "out_proj.bias")
     return ours.train(m.training)
+
+# %% ../notebooks/12_interop.ipynb #2504b946
+def _layer_settings(m: nn.Module) -> dict:
+    """Hyperparameters of an nn.TransformerEncoderLayer / DecoderLayer, refusing what we do not implement."""
+    name = type(m).__name__
+    act = m.activation
+    if not (act is torch.nn.functional.relu or isinstance(act, nn.ReLU)):
+        raise ValueError(f"from_torch supports {name} with activation='relu' only (the paper's FFN), got {act!r}")
+    if m.linear1.bias is None or m.self_attn.in_proj_bias is None:
+        raise ValueError(f"from_torch does not support {name} with bias=False (our layers have biases)")
+    if m.norm1.weight is None or m.norm1.bias is None:
+        raise ValueError(f"from_torch supports {name} with affine LayerNorms (weight and bias) only")
+    return dict(d_model=m.self_attn.embed_dim, n_heads=m.self_attn.num_heads, d_ff=m.linear1.out_features,
+                dropout=m.dropout1.p, norm_first=m.norm_first, attn_dropout=m.self_attn.dropout,
+                ffn_dropout=m.dropout.p, eps=m.norm1.eps)
+
+
+def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm) -> None:
+    _copy_(ours.weight, theirs.weight, "norm.weight")
+    _copy_(ours.bias, theirs.bias, "norm.bias")
+    ours.eps = theirs.eps
+
+
+def _copy_attention(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    ours.load_state_dict(_from_multihead_attention(theirs).state_dict())
+
+
+def _like(ours: nn.Module, theirs: nn.Module) -> nn.Module:
+    p = next(theirs.parameters())
+    return ours.to(device=p.device, dtype=p.dtype).train(theirs.training)
+
+
+@register_converter(nn.TransformerEncoderLayer)
+def _from_encoder_layer(m: nn.TransformerEncoderLayer) -> EncoderLayer:
+    ours = _like(EncoderLayer(**_layer_settings(m)), m)
+    _copy_attention(ours.self_attn, m.self_attn)
+    ours.feed_forward.w_1.load_state_dict(m.linear1.state_dict())
+    ours.feed_forward.w_2.load_state_dict(m.linear2.state_dict())
+    _copy_norm(ours.residual_attn.norm, m.norm1)
+    _copy_norm(ours.residual_ffn.norm, m.norm2)
+    return ours
+
+
+@register_converter(nn.TransformerDecoderLayer)
+def _from_decoder_layer(m: nn.TransformerDecoderLayer) -> DecoderLayer:
+    ours = _like(DecoderLayer(**_layer_settings(m)), m)
+    _copy_attention(ours.self_attn, m.self_attn)
+    _copy_attention(ours.cross_attn, m.multihead_attn)
+    ours.feed_forward.w_1.load_state_dict(m.linear1.state_dict())
+    ours.feed_forward.w_2.load_state_dict(m.linear2.state_dict())
+    for mine, theirs in ((ours.residual_self, m.norm1), (ours.residual_cross, m.norm2), (ours.residual_ffn, m.norm3)):
+        _copy_norm(mine.norm, theirs)
+    return ours
+
+
+def _from_stack(m: nn.Module, stack_cls: type, convert_layer: Callable) -> nn.Module:
+    if len(m.layers) == 0:
+        raise ValueError(f"cannot convert an empty {type(m).__name__}")
+    s = _layer_settings(m.layers[0])
+    ours = _like(stack_cls(len(m.layers), s["d_model"], s["n_heads"], s["d_ff"], s["dropout"], s["norm_first"],
+                           s["attn_dropout"], s["ffn_dropout"], s["eps"], final_norm=m.norm is not None), m)
+    ours.layers = nn.ModuleList(convert_layer(layer) for layer in m.layers)
+    if m.norm is not None:
+        _copy_norm(ours.norm, m.norm)
+    return ours
+
+
+@register_converter(nn.TransformerEncoder)
+def _from_encoder(m: nn.TransformerEncoder) -> Encoder:
+    return _from_stack(m, Encoder, _from_encoder_layer)
+
+
+@register_converter(nn.TransformerDecoder)
+def _from_decoder(m: nn.TransformerDecoder) -> Decoder:
+    return _from_stack(m, Decoder, _from_decoder_layer)

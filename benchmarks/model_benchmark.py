@@ -1,0 +1,200 @@
+"""Training-step throughput of transformer_lib.Transformer versus torch.nn.Transformer, side by side.
+
+One training step = forward + cross-entropy loss + backward + Adam step, on the same batch (padded
+source and target, the usual masks), at the same sizes, with dropout in the same places (our
+`attn_dropout` and `ffn_dropout` are set to `dropout`, because nn.Transformer always drops there).
+The reference wraps nn.Transformer with the same embedding (shared, tied to the output layer,
+scaled by sqrt(d_model)) and the same sinusoidal positions, so both models do the same work.
+
+The two models are timed in alternating rounds (ours, theirs, ours, ...) so that background load
+hits both alike; the table reports the median over rounds of tokens per second, counting source and
+target tokens (padding included) of the batch.
+
+    python benchmarks/model_benchmark.py                      # CPU, float32, small model
+    python benchmarks/model_benchmark.py --device cuda        # GPU: base model, bf16 autocast, eager and torch.compile
+
+Nothing here is a unit test; the numbers depend on the machine and are printed with its name.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lib.masking import make_causal_mask, make_padding_mask
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.positional import sinusoidal_encoding
+
+SIZES = {  # name: (d_model, n_heads, n_layers, d_ff)
+    "small": (256, 4, 3, 1024),
+    "base": (512, 8, 6, 2048),
+    "big": (1024, 16, 6, 4096),
+}
+PAD = 0
+
+
+class TorchReference(nn.Module):
+    """nn.Transformer with the embeddings, positions and tied output layer of our model."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model)
+        nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
+        self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers, cfg.d_ff, cfg.dropout,
+                                   batch_first=True, norm_first=cfg.norm_first)
+        self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
+        self.out.weight = self.embed.weight
+
+    def _embed(self, tokens):
+        return self.dropout(self.embed(tokens) * math.sqrt(self.cfg.d_model) + self.pe[:tokens.shape[1]])
+
+    def forward(self, src, tgt):
+        L_t = tgt.shape[1]
+        causal = ~make_causal_mask(L_t, device=tgt.device)                 # PyTorch: True = masked out
+        h = self.core(self._embed(src), self._embed(tgt), tgt_mask=causal, src_key_padding_mask=src == PAD,
+                      tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD, tgt_is_causal=True)
+        return self.out(h)
+
+
+class Ours(nn.Module):
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.model = Transformer(cfg)
+
+    def forward(self, src, tgt):
+        src_mask = make_padding_mask(src, PAD)
+        tgt_mask = make_padding_mask(tgt, PAD) & make_causal_mask(tgt.shape[1], device=tgt.device)
+        return self.model(src, tgt, src_mask, tgt_mask)
+
+
+def make_batch(batch, src_len, tgt_len, vocab, device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def tokens(length):
+        ids = torch.randint(1, vocab, (batch, length + 1), generator=g)
+        lengths = torch.randint(length // 2, length + 2, (batch,), generator=g)
+        ids[torch.arange(length + 1)[None, :] >= lengths[:, None]] = PAD        # right padding
+        return ids.to(device)
+
+    src, tgt = tokens(src_len)[:, :src_len], tokens(tgt_len)
+    return src, tgt[:, :-1], tgt[:, 1:]                                        # decoder input, labels
+
+
+def train_step_fn(model, opt, batch, autocast_dtype, device_type):
+    src, tgt_in, labels = batch
+
+    def step():
+        with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            logits = model(src, tgt_in)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=PAD)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return step
+
+
+def time_rounds(steps, rounds, iters, warmup, sync):
+    """steps: {name: fn}. Alternate the models round by round; return {name: [seconds per step]}."""
+    for fn in steps.values():
+        for _ in range(warmup):
+            fn()
+        sync()
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            sync()
+            times[name].append((time.perf_counter() - t0) / iters)
+    return times
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--size", default=None, choices=list(SIZES), help="default: small on CPU, base on CUDA")
+    p.add_argument("--batch", type=int, default=None, help="sentences per batch (default: 8 on CPU, 64 on CUDA)")
+    p.add_argument("--src-len", type=int, default=None, help="default: 32 on CPU, 128 on CUDA")
+    p.add_argument("--tgt-len", type=int, default=None, help="default: 32 on CPU, 128 on CUDA")
+    p.add_argument("--vocab", type=int, default=None, help="shared vocabulary (default: 8000 on CPU, 37000 on CUDA)")
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--norm-first", action="store_true", help="pre-LN in both models")
+    p.add_argument("--rounds", type=int, default=None, help="alternating timing rounds (default 5 CPU, 10 CUDA)")
+    p.add_argument("--iters", type=int, default=None, help="steps per round (default 2 CPU, 10 CUDA)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed steps per model (default 2 CPU, 10 CUDA)")
+    p.add_argument("--modes", default=None, help="comma list of eager,compile (default: eager on CPU, both on CUDA)")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU")
+    a = p.parse_args(argv)
+    cuda = a.device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("--device cuda asked for, but torch.cuda.is_available() is False")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    size = a.size or ("base" if cuda else "small")
+    batch = a.batch or (64 if cuda else 8)
+    src_len, tgt_len = a.src_len or (128 if cuda else 32), a.tgt_len or (128 if cuda else 32)
+    vocab = a.vocab or (37000 if cuda else 8000)
+    rounds, iters, warmup = a.rounds or (10 if cuda else 5), a.iters or (10 if cuda else 2), a.warmup or (10 if cuda else 2)
+    modes = (a.modes or ("eager,compile" if cuda else "eager")).split(",")
+    autocast_dtype = torch.bfloat16 if cuda else None
+    device = torch.device(a.device)
+    d_model, n_heads, n_layers, d_ff = SIZES[size]
+    cfg = TransformerConfig.base(vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
+                                 dropout=a.dropout, attn_dropout=a.dropout, ffn_dropout=a.dropout,
+                                 norm_first=a.norm_first, max_len=max(src_len, tgt_len) + 1, pad_id=PAD)
+    data = make_batch(batch, src_len, tgt_len, vocab, device)
+    tokens_per_step = batch * (src_len + tgt_len)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    name = torch.cuda.get_device_name() if cuda else f"CPU ({platform.processor() or platform.machine()}, " \
+        f"{torch.get_num_threads()} threads)"
+    print(f"device: {name}; torch {torch.__version__}; precision: {'bf16 autocast' if cuda else 'float32'}")
+    print(f"model: {size} (d_model {d_model}, {n_heads} heads, {n_layers}+{n_layers} layers, d_ff {d_ff}), "
+          f"vocab {vocab} shared and tied, dropout {a.dropout} in both models, "
+          f"{'pre-LN' if a.norm_first else 'post-LN'}")
+    print(f"batch: {batch} x ({src_len} source + {tgt_len} target) tokens, right-padded; "
+          f"{rounds} rounds x {iters} steps after {warmup} warm-up steps per model\n")
+
+    rows = []
+    for mode in modes:
+        torch.manual_seed(0)
+        models = {"transformer_lib": Ours(cfg).to(device).train(), "nn.Transformer": TorchReference(cfg).to(device).train()}
+        n_params = {k: sum(q.numel() for q in m.parameters()) for k, m in models.items()}
+        steps = {}
+        for key, model in models.items():
+            opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9,
+                                   fused=True if cuda else None)
+            runner = torch.compile(model) if mode == "compile" else model
+            steps[key] = train_step_fn(runner, opt, data, autocast_dtype, device.type)
+        times = time_rounds(steps, rounds, iters, warmup, sync)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        for key in models:
+            spread = (max(times[key]) - min(times[key])) / med[key]
+            rows.append((mode, key, n_params[key], med[key] * 1e3, tokens_per_step / med[key], spread,
+                         med["nn.Transformer"] / med[key]))
+        del models, steps
+        if cuda:
+            torch.cuda.empty_cache()
+
+    print("| mode | model | parameters | ms / step (median) | tokens / s | spread (max-min)/median | speed vs nn.Transformer |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for mode, key, n, ms, tps, spread, ratio in rows:
+        print(f"| {mode} | {key} | {n:,} | {ms:.1f} | {tps:,.0f} | {spread:.0%} | {ratio:.2f}x |")
+    if cuda:
+        print(f"\npeak GPU memory: {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()
