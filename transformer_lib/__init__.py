@@ -22,13 +22,40 @@ from .masking import make_causal_mask, make_padding_mask
 from .multi_head_attention import MultiHeadAttention
 
 # --- Part II: the Transformer (chapters 06-12) ----------------------------------------------------------
+# isort: split
+from .decoder import Decoder, DecoderLayer, reorder_cache
+from .encoder import Encoder, EncoderLayer
+from .feed_forward import PositionwiseFeedForward
+from .layer_norm import LayerNorm, ResidualConnection
+from .model import Transformer, TransformerConfig, parameter_count
+from .positional import LearnedPositionalEmbedding, PositionalEncoding, sinusoidal_encoding
 
 # --- Part III: training and decoding (chapters 13-16) -----------------------------------------------------
+# isort: split
+from .decoding import beam_search, greedy_decode, length_penalty
+from .optimization import (
+    CheckpointError,
+    LabelSmoothingLoss,
+    WarmupSchedule,
+    average_checkpoints,
+    load_checkpoint,
+    paper_adam,
+    save_checkpoint,
+    warmup_lr,
+)
 
 # --- Loaded on first use (they import matplotlib, tokenizers, ... ) -----------------------------------------
 _LAZY = {
     "plot_attention": "plotting",
     "plot_attention_heads": "plotting",
+    # Part III (chapters 13, 16): they import tqdm
+    "train": "training",
+    "train_step": "training",
+    "token_batches": "training",
+    "TokenBatchSampler": "training",
+    "BatchLoader": "training",
+    "collate": "training",
+    "make_toy_pairs": "toy",
     # Capstone (chapters 17-18)
     "SubwordTokenizer": "text",
     "train_joint_tokenizer": "text",

@@ -1,0 +1,169 @@
+"""Chapter 15: greedy decoding, the KV cache, batched beam search with the GNMT length penalty."""
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_lib.decoding import beam_search, greedy_decode, length_penalty
+from transformer_lib.model import Transformer, TransformerConfig
+
+PAD, BOS, EOS = 0, 1, 2
+
+
+def _model(seed, vocab=13, norm_first=False, n_layers=2, d_model=16, max_len=40):
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, n_heads=2,
+                            n_layers=n_layers, d_ff=2 * d_model, dropout=0.1, norm_first=norm_first,
+                            max_len=max_len, pad_id=PAD)
+    return Transformer(cfg)
+
+
+def _src(seed, batch=3, length=7, vocab=13):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, vocab, (batch, length), generator=g)
+    for b in range(1, batch):                                     # ragged lengths
+        src[b, length - b:] = PAD
+    return src
+
+
+def _check_output_format(out, max_len):
+    assert out.dtype == torch.long and out.shape[1] <= max_len + 1
+    assert (out[:, 0] == BOS).all()
+    for row in out.tolist():
+        if EOS in row:
+            assert all(t == PAD for t in row[row.index(EOS) + 1:])   # pad after eos
+        assert PAD not in row[: row.index(EOS) if EOS in row else len(row)]
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), norm_first=st.booleans(), max_len=st.integers(1, 25))
+def test_cached_equals_uncached_greedy(seed, norm_first, max_len):
+    model = _model(seed, norm_first=norm_first)
+    src = _src(seed)
+    ys_c, lg_c = greedy_decode(model, src, max_len, BOS, EOS, return_logits=True)
+    ys_u, lg_u = greedy_decode(model, src, max_len, BOS, EOS, use_cache=False, return_logits=True)
+    assert torch.equal(ys_c, ys_u)
+    torch.testing.assert_close(lg_c, lg_u, atol=1e-5, rtol=1e-5)
+    assert lg_c.shape == (src.shape[0], ys_c.shape[1] - 1, 13)
+    _check_output_format(ys_c, max_len)
+    assert model.training                       # the mode is restored
+
+
+def test_greedy_is_argmax_of_teacher_forced_pass():
+    """Each greedy token is the argmax of a full forward pass over the decoded prefix (eq. greedy)."""
+    model = _model(1).eval()
+    src = _src(1)
+    ys, logits = greedy_decode(model, src, 12, BOS, EOS, return_logits=True)
+    with torch.no_grad():
+        full = model(src, ys[:, :-1])                                  # (B, T-1, V)
+    for b in range(src.shape[0]):
+        row = ys[b].tolist()
+        n = row.index(EOS) if EOS in row else len(row) - 1
+        torch.testing.assert_close(logits[b, :n], full[b, :n], atol=1e-5, rtol=1e-5)
+        masked = full[b, :n].clone()
+        masked[:, [PAD, BOS]] = -float("inf")
+        assert masked.argmax(-1).tolist() == row[1:n + 1]
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), max_len=st.integers(1, 20))
+def test_beam_size_one_equals_greedy(seed, max_len):
+    model = _model(seed)
+    src = _src(seed, batch=4)
+    assert torch.equal(beam_search(model, src, beam_size=1, max_len=max_len, bos_id=BOS, eos_id=EOS),
+                       greedy_decode(model, src, max_len, BOS, EOS))
+
+
+@settings(max_examples=6, deadline=None)
+@given(seed=st.integers(0, 10_000), beam=st.integers(2, 5), alpha=st.sampled_from([0.0, 0.6, 1.0]))
+def test_beam_cached_equals_uncached(seed, beam, alpha):
+    model = _model(seed, norm_first=seed % 2 == 0)
+    src = _src(seed)
+    a, sa = beam_search(model, src, beam, alpha, 15, BOS, EOS, return_scores=True)
+    b, sb = beam_search(model, src, beam, alpha, 15, BOS, EOS, use_cache=False, return_scores=True)
+    assert torch.equal(a, b)
+    torch.testing.assert_close(sa, sb, atol=1e-5, rtol=1e-5)
+    _check_output_format(a, 15)
+
+
+def _brute_force(model, src, symbols, max_len, alpha):
+    seqs = [(*body, EOS) for n in range(max_len) for body in itertools.product(symbols, repeat=n)]
+    seqs += list(itertools.product(symbols, repeat=max_len))
+    best, best_score = None, -float("inf")
+    with torch.no_grad():
+        for seq in seqs:
+            tgt = torch.tensor([[BOS, *seq]])
+            log_p = model(src, tgt[:, :-1]).log_softmax(-1)[0]
+            score = log_p.gather(-1, tgt[0, 1:, None]).sum().item() / length_penalty(len(seq), alpha)
+            if score > best_score:
+                best, best_score = seq, score
+    return best, best_score
+
+
+@pytest.mark.parametrize("seed,vocab,max_len,beam,alpha", [
+    (0, 5, 4, 32, 0.6), (1, 5, 4, 32, 0.0), (2, 6, 3, 64, 0.6), (3, 6, 3, 64, 1.0), (4, 5, 5, 64, 0.6),
+])
+def test_wide_beam_finds_brute_force_optimum(seed, vocab, max_len, beam, alpha):
+    model = _model(seed, vocab=vocab, n_layers=1).eval()
+    # Sharpen the output distribution so that the optimum is not always the shortest sentence.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(1.5)
+    symbols = tuple(range(3, vocab))
+    for src in (torch.tensor([[3, 4, 4, 3]]), torch.tensor([[vocab - 1, 3]])):
+        best, best_score = _brute_force(model, src, symbols, max_len, alpha)
+        out, score = beam_search(model, src, beam, alpha, max_len, BOS, EOS, return_scores=True)
+        found = tuple(t for t in out[0, 1:].tolist() if t != PAD)
+        assert found == best
+        assert score.item() == pytest.approx(best_score, abs=1e-5)
+
+
+def test_beam_search_batched_equals_one_by_one():
+    model = _model(5)
+    src = _src(5, batch=4)
+    together = beam_search(model, src, 4, 0.6, 12, BOS, EOS)
+    for b in range(4):
+        row = src[b: b + 1]
+        row = row[:, : int((row != PAD).sum())]                    # no padding at all
+        alone = beam_search(model, row, 4, 0.6, 12, BOS, EOS)
+        n = alone.shape[1]
+        assert together[b, :n].tolist() == alone[0].tolist()
+        assert (together[b, n:] == PAD).all()
+
+
+def test_beam_score_is_best_and_consistent_with_tokens():
+    model = _model(6).eval()
+    src = _src(6, batch=2)
+    out, scores = beam_search(model, src, 4, 0.6, 10, BOS, EOS, return_scores=True)
+    with torch.no_grad():
+        log_p = model(src, out[:, :-1]).log_softmax(-1)
+    for b in range(2):
+        row = out[b].tolist()
+        n = row.index(EOS) if EOS in row else len([t for t in row if t != PAD]) - 1
+        lp = log_p[b, torch.arange(n), out[b, 1:n + 1]].sum().item()
+        assert scores[b].item() == pytest.approx(lp / length_penalty(n, 0.6), abs=1e-4)
+
+
+def test_length_penalty_formula():
+    assert length_penalty(1) == 1.0
+    assert length_penalty(10, 0.6) == pytest.approx((15 / 6) ** 0.6)
+    assert length_penalty(3, 0.0) == 1.0
+
+
+def test_default_max_len_and_bad_input():
+    model = _model(7, max_len=20)
+    src = _src(7, length=5)
+    out = beam_search(model, src, bos_id=BOS, eos_id=EOS)          # S + 50 capped at config.max_len
+    assert out.shape[1] <= 21
+    with pytest.raises(ValueError, match=r"src must be a long tensor of token ids of shape \(B, S\)"):
+        greedy_decode(model, src.float(), 5, BOS, EOS)
+    with pytest.raises(ValueError, match=r"src must be a long tensor"):
+        beam_search(model, src[0], bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match="bos_id and eos_id"):
+        beam_search(model, src)
+    with pytest.raises(ValueError, match="beam_size must be >= 1"):
+        beam_search(model, src, beam_size=0, bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match="max_len must be >= 1"):
+        greedy_decode(model, src, 0, BOS, EOS)

@@ -1,0 +1,512 @@
+"""The exercise checkers (transformer_lib.exercises): each accepts the reference solution and rejects
+plausible wrong answers, naming the mistake; the unsolved exercise notebooks fail their checks.
+
+Solutions are the cells tagged "solution" in notebooks/exercises/solutions/*.ipynb (exercise 3's are
+exported to transformer_lib.char_model); the reader's stubs are the cells tagged "exercise".
+"""
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from transformer_lib import char_model as ex3
+from transformer_lib import exercises as ex
+from transformer_lib.layer_norm import LayerNorm, ResidualConnection
+from transformer_lib.multi_head_attention import MultiHeadAttention
+from transformer_lib.toy import PAD, make_toy_pairs, toy_split
+from transformer_lib.training import collate
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "notebooks" / "exercises"
+HAVE_DATA = bool(os.environ.get("TRANSFORMER_LIB_DATA")) or (Path.home() / ".cache/transformer_lib/tinyshakespeare").exists()
+needs_data = pytest.mark.skipif(not HAVE_DATA, reason="Tiny Shakespeare not available (set TRANSFORMER_LIB_DATA)")
+
+
+def tagged_cells(path: Path, tag: str) -> dict:
+    """Execute the code cells of a notebook that carry `tag`, in order, in a fresh namespace."""
+    nb = json.loads(path.read_text())
+    namespace: dict = {"__name__": f"nb_{path.stem}"}
+    sources = ["".join(c["source"]) for c in nb["cells"]
+               if c["cell_type"] == "code" and tag in c.get("metadata", {}).get("tags", [])]
+    assert sources, f"{path.name} has no cell tagged {tag!r}"
+    for src in sources:
+        exec(compile(src, str(path), "exec"), namespace)
+    return namespace
+
+
+def solution(name: str) -> dict:
+    return tagged_cells(EXERCISES / "solutions" / f"{name}_solution.ipynb", "solution")
+
+
+def fails(result, *words):
+    """The check failed, and its message or hint names the mistake."""
+    text = (result.message + " " + result.hint).lower()
+    return not result.passed and all(w.lower() in text for w in words)
+
+
+@pytest.fixture(scope="module")
+def ex1():
+    return solution("ex1_pre_ln")
+
+
+@pytest.fixture(scope="module")
+def ex2():
+    return solution("ex2_positions")
+
+
+@pytest.fixture(scope="module")
+def ex4():
+    return solution("ex4_reading_heads")
+
+
+@pytest.fixture(scope="module")
+def ex5():
+    return solution("ex5_rope")
+
+
+# --- the checker machinery ------------------------------------------------------------------------
+
+def test_checker_reports_an_exception_in_the_readers_code_instead_of_raising(capsys):
+    def broken(model):
+        raise KeyError("oops")
+    result = ex.check_pre_ln(broken)
+    assert not result.passed and "KeyError" in result.message
+    assert "✗" in capsys.readouterr().out
+
+
+def test_check_result_prints_verdict_and_hint():
+    assert str(ex.CheckResult("E", True, "fine")) == "✓ E: fine"
+    assert str(ex.CheckResult("E", False, "bad", "do x")) == "✗ E: bad\n  Hint: do x"
+    assert not ex.CheckResult("E", False, "bad")
+
+
+# --- exercise 1: pre-LN ---------------------------------------------------------------------------
+
+def test_pre_ln_accepts_solution(ex1):
+    assert ex.check_pre_ln(ex1["make_pre_ln"]).passed
+
+
+def _without_final_norm(ex1):
+    def make(model):
+        model = ex1["make_pre_ln"](model)
+        model.encoder.norm = model.decoder.norm = None
+        return model
+    return make
+
+
+def _normed_residual(model):
+    d = model.config.d_model
+
+    class Wrong(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = LayerNorm(d)
+
+        def forward(self, x, sublayer):
+            h = self.norm(x)
+            return h + sublayer(h)
+    for layer in [*model.encoder.layers, *model.decoder.layers]:
+        for name, child in list(layer.named_children()):
+            if isinstance(child, ResidualConnection):
+                setattr(layer, name, Wrong())
+    model.encoder.norm, model.decoder.norm = LayerNorm(d), LayerNorm(d)
+    return model
+
+
+def _fresh_model(model):          # builds a new pre-LN model: right architecture, new weights
+    return ex.toy_model(n_layers=2, d_model=16, n_heads=2, norm_first=True, seed=99)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda m: m, ["post-LN"]),
+    ("no_final_norm", ["final LayerNorm"]),
+    (_normed_residual, ["LN(x)"]),
+    (_fresh_model, ["keep every existing weight"]),
+    (lambda m: None, ["return model"]),
+], ids=["unchanged", "no-final-norm", "normed-residual", "new-weights", "returns-none"])
+def test_pre_ln_rejects_wrong_answers(ex1, wrong, words):
+    make = _without_final_norm(ex1) if wrong == "no_final_norm" else wrong
+    assert fails(ex.check_pre_ln(make), *words)
+
+
+def test_pre_ln_trains_accepts_the_real_experiment(ex1):
+    """The solution's experiment, shortened: pre-LN without warm-up ends clearly below post-LN."""
+    pairs, _ = toy_split("reverse", 6400, 200, n_symbols=10, min_len=1, max_len=10, seed=0)
+    post = ex.train_toy(ex.toy_model(seed=0), pairs, steps=100, lr=5e-3)
+    pre = ex.train_toy(ex1["make_pre_ln"](ex.toy_model(seed=0)), pairs, steps=100, lr=5e-3)
+    assert ex.check_pre_ln_trains(post, pre).passed
+
+
+def test_pre_ln_trains_rejects_wrong_answers():
+    post = [2.0] * 30
+    assert fails(ex.check_pre_ln_trains(post, list(post)), "identical")
+    assert fails(ex.check_pre_ln_trains(post, [1.9] * 30), "not clearly lower")
+    assert fails(ex.check_pre_ln_trains(post, [1.0] * 5), "at least 20")
+    assert fails(ex.check_pre_ln_trains(post, [float("nan")] * 30), "non-finite")
+    assert ex.check_pre_ln_trains(post, [1.0] * 30).passed
+
+
+def test_toy_training_is_reproducible():
+    pairs, _ = toy_split("copy", 200, 10, seed=0)
+    a = ex.train_toy(ex.toy_model(n_layers=1, d_model=16, seed=0), pairs, steps=5, lr=1e-3)
+    b = ex.train_toy(ex.toy_model(n_layers=1, d_model=16, seed=0), pairs, steps=5, lr=1e-3)
+    assert a == b and a[-1] < a[0]
+    assert ex.smooth([1.0, 3.0, 5.0], window=2) == [1.0, 2.0, 4.0]
+
+
+# --- exercise 2: positions ------------------------------------------------------------------------
+
+def test_accuracy_by_position_accepts_solution(ex2):
+    assert ex.check_accuracy_by_position(ex2["accuracy_by_position"]).passed
+
+
+def _acc_train_mode(model, pairs):
+    batch = collate(pairs, PAD)
+    pred = model(batch.src, batch.tgt_in).argmax(-1)
+    real = batch.tgt_out != PAD
+    return ((pred == batch.tgt_out) & real).sum(0) / real.sum(0)
+
+
+def _acc_pads_counted(model, pairs):
+    model.eval()
+    batch = collate(pairs, PAD)
+    return (model(batch.src, batch.tgt_in).argmax(-1) == batch.tgt_out).float().mean(0)
+
+
+def _acc_over_batch(model, pairs):
+    model.eval()
+    batch = collate(pairs, PAD)
+    pred = model(batch.src, batch.tgt_in).argmax(-1)
+    return ((pred == batch.tgt_out) & (batch.tgt_out != PAD)).float().mean(0)
+
+
+def _acc_overall(model, pairs):
+    model.eval()
+    batch = collate(pairs, PAD)
+    pred = model(batch.src, batch.tgt_in).argmax(-1)
+    real = batch.tgt_out != PAD
+    return (((pred == batch.tgt_out) & real).sum() / real.sum()).expand(batch.tgt_out.shape[1])
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_acc_train_mode, ["training mode", "eval"]),
+    (_acc_pads_counted, ["padding"]),
+    (_acc_over_batch, ["batch size"]),
+    (_acc_overall, ["differ"]),
+    (lambda model, pairs: None, ["None"]),
+], ids=["train-mode", "pads-counted", "over-batch", "one-number", "none"])
+def test_accuracy_by_position_rejects_wrong_answers(wrong, words):
+    assert fails(ex.check_accuracy_by_position(wrong), *words)
+
+
+def test_extrapolation_set_accepts_solution(ex2):
+    assert ex.check_extrapolation_set(ex2["test_pairs"], ex2["TRAIN_MAX_LEN"]).passed
+
+
+@pytest.mark.parametrize("pairs, words", [
+    (make_toy_pairs("copy", 100, max_len=8, seed=1), ["within the training range"]),
+    (make_toy_pairs("copy", 100, max_len=12, seed=1), ["go up to 16"]),
+    (make_toy_pairs("copy", 100, min_len=9, max_len=16, seed=1), ["no test sequence is within"]),
+    (make_toy_pairs("reverse", 100, max_len=16, seed=1), ["not copy pairs"]),
+    (None, ["empty"]),
+], ids=["in-range-only", "too-short", "only-long", "wrong-task", "none"])
+def test_extrapolation_set_rejects_wrong_answers(pairs, words):
+    assert fails(ex.check_extrapolation_set(pairs, 8), *words)
+
+
+# --- exercise 3: character model ------------------------------------------------------------------
+
+@needs_data
+def test_split_accepts_solution_and_rejects_wrong_splits():
+    from transformer_lib.data import load_tiny_shakespeare
+    text = load_tiny_shakespeare()
+    assert len(text) == ex.TINY_SHAKESPEARE_CHARS
+    assert ex.check_split(*ex3.split_text(text)).passed
+    n = int(0.9 * len(text))
+    assert fails(ex.check_split(*ex3.split_text(text, 0.8)), "not 90%")
+    assert fails(ex.check_split(text[:n + 1], text[n:]), "must not overlap")
+    assert fails(ex.check_split("".join(sorted(text[:n])), text[n:]), "without shuffling")
+    assert fails(ex.check_split(None, None), "strings")
+
+
+def test_char_model_accepts_solution():
+    assert ex.check_char_model(ex3.CharModel).passed
+
+
+class _NoMask(ex3.CharModel):          # sees the future
+    def forward(self, idx):
+        x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:idx.shape[1]])
+        for block in self.blocks:
+            x = block(x, None)
+        return self.head(self.norm(x))
+
+
+class _OnlyItself(ex3.CharModel):      # attends to its own position only: a bigram model
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:T])
+        mask = torch.eye(T, dtype=torch.bool)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.norm(x))
+
+
+class _NoBlockSize(ex3.CharModel):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.block_size
+
+
+class _Mlp(nn.Module):                  # no transformer_lib attention at all
+    def __init__(self, vocab_size, block_size, d_model, n_heads, n_layers, dropout):
+        super().__init__()
+        self.block_size = block_size
+        self.net = nn.Sequential(nn.Embedding(vocab_size, d_model), nn.Linear(d_model, vocab_size))
+
+    def forward(self, idx):
+        return self.net(idx)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_NoMask, ["sees the future", "make_causal_mask"]),
+    (_OnlyItself, ["do not depend"]),
+    (_NoBlockSize, ["block_size"]),
+    (_Mlp, ["MultiHeadAttention"]),
+    (None, ["None"]),
+], ids=["no-causal-mask", "bigram", "no-block-size", "no-attention", "none"])
+def test_char_model_rejects_wrong_answers(wrong, words):
+    assert fails(ex.check_char_model(wrong), *words)
+
+
+def test_sampling_accepts_solution():
+    assert ex.check_sampling(ex3.generate).passed
+
+
+def _sampler(logits_fn, crop=True, position=-1):
+    @torch.no_grad()
+    def generate(model, idx, max_new_tokens, temperature=1.0):
+        for _ in range(max_new_tokens):
+            ctx = idx[:, -model.block_size:] if crop else idx
+            z = model(ctx)[:, position]
+            idx = torch.cat([idx, logits_fn(z, temperature)], dim=1)
+        return idx
+    return generate
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z * t, -1), 1)), ["multiplied"]),
+    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z, -1), 1)), ["divide the logits"]),
+    (_sampler(lambda z, t: z.argmax(-1, keepdim=True)), ["greedy"]),
+    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z / t, -1), 1), crop=False), ["block_size"]),
+    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z / t, -1), 1), position=0), ["first position"]),
+    (lambda model, idx, n, temperature=1.0: idx, ["expected (2, 15)"]),
+], ids=["multiplied", "no-temperature", "greedy", "no-crop", "first-position", "stub"])
+def test_sampling_rejects_wrong_answers(wrong, words):
+    assert fails(ex.check_sampling(wrong), *words)
+
+
+@needs_data
+def test_char_model_trained_accepts_a_trained_model_and_rejects_an_untrained_one():
+    from transformer_lib.data import load_tiny_shakespeare
+    text = load_tiny_shakespeare()
+    tok = ex3.CharTokenizer(text)
+    train_ids, val_ids = (tok.encode(part) for part in ex3.split_text(text))
+    torch.manual_seed(0)
+    model = ex3.CharModel.from_config(ex3.CharModelConfig.cpu(tok.vocab_size))
+    assert fails(ex.check_char_model_trained(model, val_ids, 64), "not below the bigram entropy")
+    with ex.single_thread():
+        ex3.train_char_model(model, train_ids, val_ids, batch_size=32, lr=3e-3, min_lr=3e-4, warmup_steps=20,
+                             max_steps=300, eval_batches=2, log=None)
+    assert ex.check_char_model_trained(model, val_ids, 64).passed
+
+
+def test_char_model_time_budget_schedule_and_batches():
+    data = torch.arange(500) % 7
+    x, y = ex3.get_batch(data, 16, 4, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (4, 16) and torch.equal(x[:, 1:], y[:, :-1])
+    model = ex3.CharModel(7, block_size=16, d_model=16, n_heads=2, n_layers=1)
+    with ex.single_thread():
+        history = ex3.train_char_model(model, data, data, batch_size=4, time_budget_s=0.5, warmup_steps=2,
+                                       eval_batches=1, log=None)
+    assert history[-1]["train_s"] >= 0.5 and history[-1]["lr"] < 0.3 * 1e-3     # the cosine has decayed
+    with pytest.raises(ValueError, match="exactly one"):
+        ex3.train_char_model(model, data, data, batch_size=4, max_steps=2, time_budget_s=1.0)
+    with pytest.raises(ValueError, match="block_size"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+# --- exercise 4: reading heads --------------------------------------------------------------------
+
+def test_cross_attention_weights_accepts_solution(ex4):
+    assert ex.check_cross_attention_weights(ex4["cross_attention_weights"]).passed
+
+
+def _weights_of(attr, set_eval=True):
+    def read(model, src, tgt_in):
+        if set_eval:
+            model.eval()
+        mods = [getattr(layer, attr) for layer in model.decoder.layers]
+        for m in mods:
+            m.need_weights = True
+        with torch.no_grad():
+            model(src, tgt_in)
+        return torch.stack([m.attn_weights for m in mods])
+    return read
+
+
+def _forgot_need_weights(model, src, tgt_in):
+    model.eval()
+    with torch.no_grad():
+        model(src, tgt_in)
+    return torch.stack([layer.cross_attn.attn_weights for layer in model.decoder.layers])
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_weights_of("self_attn"), ["self-attention"]),
+    (_weights_of("cross_attn", set_eval=False), ["model.eval()"]),
+    (_forgot_need_weights, ["raised"]),
+    (lambda model, src, tgt_in: None, ["need_weights"]),
+], ids=["self-attention", "train-mode", "no-need-weights", "none"])
+def test_cross_attention_weights_rejects_wrong_answers(wrong, words):
+    assert fails(ex.check_cross_attention_weights(wrong), *words)
+
+
+def test_reversal_score_accepts_solution(ex4):
+    assert ex.check_reversal_score(ex4["reversal_score"]).passed
+
+
+def test_reversal_score_rejects_wrong_answers(ex4):
+    score = ex4["reversal_score"]
+    padded = lambda w, n: score(w, torch.full_like(n, w.shape[2]))                 # noqa: E731
+    assert fails(ex.check_reversal_score(padded), "padded length")
+
+    def off_by_one(w, n):
+        total, count = torch.zeros(w.shape[1]), 0
+        for b, nb in enumerate(n.tolist()):
+            for t in range(nb):
+                total += w[b, :, t, nb - t]
+                count += 1
+        return total / count
+    assert fails(ex.check_reversal_score(off_by_one), "n-1-t")
+    assert fails(ex.check_reversal_score(lambda w, n: None), "None")
+
+
+# --- exercise 5: RoPE -----------------------------------------------------------------------------
+
+def test_rope_accepts_solution(ex5):
+    assert ex.check_rope(ex5["rope"]).passed
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda x, offset=0: ex._rope_reference(x, offset, layout="halves"), ["GPT-NeoX"]),
+    (lambda x, offset=0: ex._rope_reference(x, offset, sign=-1.0), ["other way"]),
+    (lambda x, offset=0: ex._rope_reference(x, 0), ["offset"]),
+    (lambda x, offset=0: ex._rope_reference(x, offset, base=100.0), ["differs"]),
+    (lambda x, offset=0: x, ["unchanged"]),
+    (lambda x, offset=0: 1.5 * ex._rope_reference(x, offset), ["lengths change"]),
+], ids=["halves", "sign", "no-offset", "wrong-base", "identity", "scaled"])
+def test_rope_rejects_wrong_answers(wrong, words):
+    assert fails(ex.check_rope(wrong), *words)
+
+
+def test_relative_test_accepts_solution(ex5):
+    assert ex.check_relative_test(ex5["relative_property_holds"]).passed
+
+
+def _norm_only(rope_fn):
+    x = torch.randn(5, 8, dtype=torch.float64)
+    return bool(torch.allclose(rope_fn(x).norm(dim=-1), x.norm(dim=-1)))
+
+
+def _same_position_only(rope_fn):      # compares only m == n with the unrotated score: the m^2 rotation passes
+    q, k = torch.randn(2, 1, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    return all(bool(torch.allclose(rope_fn(q, offset=m) @ rope_fn(k, offset=m).T, q @ k.T)) for m in range(5))
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_norm_only, ["accepts"]),
+    (_same_position_only, ["accepts rotation by m²θ"]),
+    (lambda rope_fn: True, ["accepts"]),
+    (lambda rope_fn: False, ["rejects the reference"]),
+    (lambda rope_fn: "yes", ["return True or False"]),
+], ids=["norm-only", "same-position-only", "always-true", "always-false", "not-bool"])
+def test_relative_test_rejects_wrong_answers(wrong, words):
+    assert fails(ex.check_relative_test(wrong), *words)
+
+
+def test_rotary_attention_accepts_solution(ex5):
+    assert ex.check_rotary_attention(ex5["RotaryMultiHeadAttention"]).passed
+
+
+def _rotary(rotate_k=True, rotate_v=False, per_head=True):
+    class Wrong(MultiHeadAttention):
+        def forward(self, query, key, value, mask=None, cache=None, static_kv=False):
+            return ex._rotary_reference(self, query, mask, rotate_k=rotate_k, rotate_v=rotate_v, per_head=per_head)
+    return Wrong
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (_rotary(rotate_k=False), ["only the queries", "keys too"]),
+    (_rotary(per_head=False), ["before splitting the heads"]),
+    (_rotary(rotate_v=True), ["values are rotated"]),
+    (MultiHeadAttention, ["nothing is rotated"]),
+], ids=["keys-unrotated", "over-d-model", "values-rotated", "plain"])
+def test_rotary_attention_rejects_wrong_answers(wrong, words):
+    assert fails(ex.check_rotary_attention(wrong), *words)
+
+
+def test_rotary_attention_scores_depend_only_on_offset(ex5):
+    """The relative property at the level of the module: with the same token at every position,
+    log w[m, n] - log w[m, m] = S[m, n] - S[m, m] depends on n - m only."""
+    torch.manual_seed(0)
+    attn = ex5["RotaryMultiHeadAttention"](16, 2).double().eval()
+    attn.need_weights = True
+    x = torch.randn(1, 1, 16, dtype=torch.float64).expand(1, 6, 16).contiguous()
+    attn(x, x, x)
+    log_w = attn.attn_weights[0].log()                                   # (h, 6, 6), no mask
+    rel = log_w - log_w.diagonal(dim1=-2, dim2=-1)[..., :, None]         # (h, 6, 6)
+    for o in range(-5, 6):
+        d = rel.diagonal(o, dim1=-2, dim2=-1)                            # (h, 6 - |o|)
+        assert torch.allclose(d, d[:, :1].expand_as(d), atol=1e-9)
+    plain = MultiHeadAttention(16, 2).double().eval()
+    plain.need_weights = True
+    plain(x, x, x)
+    assert torch.allclose(plain.attn_weights, torch.full_like(plain.attn_weights, 1 / 6))   # no positions: uniform
+
+
+# --- the unsolved notebooks fail their checks -----------------------------------------------------
+
+def _stub(name):
+    return tagged_cells(EXERCISES / f"{name}.ipynb", "exercise")
+
+
+def test_unsolved_exercise_stubs_fail_their_checks():
+    s1 = _stub("ex1_pre_ln")
+    assert not ex.check_pre_ln(s1["make_pre_ln"]).passed
+    s2 = _stub("ex2_positions")
+    assert not ex.check_accuracy_by_position(s2["accuracy_by_position"]).passed
+    assert not ex.check_extrapolation_set(s2["test_pairs"], s2["TRAIN_MAX_LEN"]).passed
+    s4 = _stub("ex4_reading_heads")
+    assert not ex.check_cross_attention_weights(s4["cross_attention_weights"]).passed
+    assert not ex.check_reversal_score(s4["reversal_score"]).passed
+    s5 = _stub("ex5_rope")
+    assert not ex.check_rope(s5["rope"]).passed
+    assert not ex.check_relative_test(s5["relative_property_holds"]).passed
+    assert not ex.check_rotary_attention(s5["RotaryMultiHeadAttention"]).passed
+
+
+@needs_data
+def test_unsolved_char_model_stub_fails_its_checks():
+    s3 = _stub("ex3_char_model")
+    assert not ex.check_split(s3["train_text"], s3["val_text"]).passed
+    assert not ex.check_char_model(s3["CharModel"]).passed
+    assert not ex.check_sampling(s3["generate"]).passed
+
+
+def test_checkers_do_not_change_global_state(ex1):
+    threads = torch.get_num_threads()
+    ex.check_pre_ln(ex1["make_pre_ln"])
+    assert torch.get_num_threads() == threads

@@ -1,0 +1,298 @@
+"""Chapter 14: Adam settings, the warm-up schedule, label smoothing, checkpoints and their average."""
+import pickle
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from transformer_lib.optimization import (
+    CheckpointError,
+    LabelSmoothingLoss,
+    WarmupSchedule,
+    average_checkpoints,
+    load_checkpoint,
+    paper_adam,
+    read_checkpoint,
+    save_checkpoint,
+    warmup_lr,
+)
+
+
+# --- Adam ------------------------------------------------------------------------------------------
+def test_paper_adam_constants_and_update_rule():
+    g = torch.Generator().manual_seed(0)
+    theta = torch.randn(6, dtype=torch.float64, generator=g).requires_grad_()
+    opt = paper_adam([theta], lr=0.03)
+    assert opt.defaults["betas"] == (0.9, 0.98) and opt.defaults["eps"] == 1e-9
+    mine = theta.detach().clone()
+    m = torch.zeros_like(mine)
+    v = torch.zeros_like(mine)
+    for t in range(1, 6):
+        grad = torch.randn(6, dtype=torch.float64, generator=g)
+        theta.grad = grad.clone()
+        opt.step()
+        m = 0.9 * m + 0.1 * grad
+        v = 0.98 * v + 0.02 * grad**2
+        mine = mine - 0.03 * (m / (1 - 0.9**t)) / ((v / (1 - 0.98**t)).sqrt() + 1e-9)
+    torch.testing.assert_close(theta.detach(), mine, atol=1e-12, rtol=0)
+
+
+# --- schedule --------------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(d_model=st.integers(1, 2048), warmup=st.integers(1, 5000), step=st.integers(1, 100_000))
+def test_warmup_lr_equals_formula(d_model, warmup, step):
+    expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+    assert warmup_lr(step, d_model, warmup) == pytest.approx(expected, rel=1e-12)
+    assert warmup_lr(step, d_model, warmup, factor=2.5) == pytest.approx(2.5 * expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("d_model,warmup", [(512, 4000), (64, 10), (1024, 1)])
+def test_peak_is_at_warmup(d_model, warmup):
+    rates = [warmup_lr(s, d_model, warmup) for s in range(1, 3 * warmup + 3)]
+    assert rates.index(max(rates)) + 1 == warmup
+    assert max(rates) == pytest.approx((d_model * warmup) ** -0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize("d_model,warmup,base_lr", [(512, 50, 1.0), (32, 7, 0.5)])
+def test_scheduler_follows_formula_and_survives_state_dict(d_model, warmup, base_lr):
+    opt = paper_adam(nn.Linear(2, 2).parameters(), lr=base_lr)
+    sched = WarmupSchedule(opt, d_model, warmup)
+    for step in range(1, 4 * warmup):
+        assert opt.param_groups[0]["lr"] == pytest.approx(base_lr * warmup_lr(step, d_model, warmup), rel=1e-12)
+        opt.step()
+        sched.step()
+    state = sched.state_dict()
+    opt2 = paper_adam(nn.Linear(2, 2).parameters(), lr=base_lr)
+    sched2 = WarmupSchedule(opt2, d_model, warmup)
+    sched2.load_state_dict(state)
+    assert sched2.get_last_lr() == sched.get_last_lr()
+
+
+@pytest.mark.parametrize("step,d_model,warmup", [(0, 512, 4000), (1, 0, 4000), (1, 512, 0)])
+def test_warmup_lr_rejects_bad_arguments(step, d_model, warmup):
+    with pytest.raises(ValueError, match="must be >= 1"):
+        warmup_lr(step, d_model, warmup)
+
+
+# --- label smoothing -------------------------------------------------------------------------------
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 4), length=st.integers(1, 9), vocab=st.integers(2, 30),
+       eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]), pad_frac=st.floats(0, 0.9), seed=st.integers(0, 2**16))
+def test_label_smoothing_equals_pytorch(b, length, vocab, eps, pad_frac, seed):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(b, length, vocab, dtype=torch.float64, generator=g) * 4
+    target = torch.randint(0, vocab, (b, length), generator=g)
+    target[torch.rand(b, length, generator=g) < pad_frac] = 0
+    target[0, 0] = 1 % vocab if vocab > 1 else 0   # at least one real token
+    ours = LabelSmoothingLoss(vocab, smoothing=eps, pad_id=0)(logits, target)
+    ref = F.cross_entropy(logits.transpose(1, 2), target, label_smoothing=eps, ignore_index=0)
+    torch.testing.assert_close(ours, ref, atol=1e-12, rtol=1e-10)
+    total = LabelSmoothingLoss(vocab, smoothing=eps, pad_id=0, reduction="sum")(logits, target)
+    ref_sum = F.cross_entropy(logits.transpose(1, 2), target, label_smoothing=eps, ignore_index=0, reduction="sum")
+    torch.testing.assert_close(total, ref_sum, atol=1e-10, rtol=1e-10)
+
+
+def test_label_smoothing_equals_cross_entropy_against_smoothed_distribution():
+    """-sum_k q_k log p_k with q = (1-eps) onehot + eps/V, written out."""
+    vocab, eps = 7, 0.2
+    logits = torch.randn(2, 3, vocab, dtype=torch.float64)
+    target = torch.tensor([[1, 2, 0], [6, 0, 0]])
+    q = torch.full((2, 3, vocab), eps / vocab, dtype=torch.float64)
+    q.scatter_add_(-1, target[..., None], torch.full((2, 3, 1), 1 - eps, dtype=torch.float64))
+    per_token = -(q * logits.log_softmax(-1)).sum(-1)
+    keep = target != 0
+    expected = per_token[keep].mean()
+    torch.testing.assert_close(LabelSmoothingLoss(vocab, eps, pad_id=0)(logits, target), expected)
+
+
+def test_label_smoothing_is_finite_for_certain_model_and_all_padding():
+    logits = torch.full((2, 3, 5), -1e4)
+    logits[..., 1] = 1e4                      # probabilities underflow to exact zeros
+    target = torch.ones(2, 3, dtype=torch.long)
+    loss = LabelSmoothingLoss(5, 0.1)(logits, target)
+    assert torch.isfinite(loss) and loss > 1.0   # punished for certainty, but finite
+    all_pad = LabelSmoothingLoss(5, 0.1)(logits, torch.zeros(2, 3, dtype=torch.long))
+    assert all_pad.item() == 0.0
+    assert torch.isnan(F.cross_entropy(logits.transpose(1, 2), torch.zeros(2, 3, dtype=torch.long),
+                                       ignore_index=0, label_smoothing=0.1))   # PyTorch's NaN we avoid
+
+
+def test_label_smoothing_bf16_logits_and_gradient():
+    logits = torch.randn(2, 4, 9, requires_grad=True)
+    target = torch.randint(1, 9, (2, 4))
+    loss = LabelSmoothingLoss(9)(logits.bfloat16(), target)
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert torch.isfinite(logits.grad).all()
+
+
+def test_label_smoothing_minimum_is_smoothed_target():
+    vocab, eps = 10, 0.1
+    z = torch.zeros(1, 1, vocab, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([z], max_iter=200, tolerance_grad=1e-12, tolerance_change=1e-14)
+    crit = LabelSmoothingLoss(vocab, eps, pad_id=None)
+    target = torch.tensor([[3]])
+
+    def closure():
+        opt.zero_grad()
+        loss = crit(z, target)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    p = z.detach().softmax(-1)[0, 0]
+    assert p[3].item() == pytest.approx(1 - eps + eps / vocab, abs=1e-6)
+
+
+@pytest.mark.parametrize("logits,target,match", [
+    (torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.long), r"logits must be .* V=5"),
+    (torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long), r"target must be a long tensor of shape \(2, 3\)"),
+    (torch.randn(2, 3, 5), torch.zeros(2, 3), r"target must be a long tensor"),
+])
+def test_label_smoothing_bad_input(logits, target, match):
+    with pytest.raises(ValueError, match=match):
+        LabelSmoothingLoss(5)(logits, target)
+
+
+# --- checkpoints -----------------------------------------------------------------------------------
+def _trained(seed=0, steps=3):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))
+    opt = paper_adam(net.parameters())
+    sched = WarmupSchedule(opt, d_model=8, warmup_steps=4)
+    for _ in range(steps):
+        opt.zero_grad()
+        net(torch.randn(5, 4)).pow(2).mean().backward()
+        opt.step()
+        sched.step()
+    return net, opt, sched
+
+
+def test_checkpoint_round_trip_restores_everything(tmp_path):
+    net, opt, sched = _trained()
+    path = save_checkpoint(tmp_path / "a" / "ckpt.pt", net, opt, sched, step=3, config={"d": 8},
+                           extra={"epoch": 1, "order": torch.arange(4)})
+    expected_draw = torch.rand(3)          # drawn after saving: restoring the RNG must reproduce it
+    net2, opt2, sched2 = _trained(seed=1, steps=1)
+    ckpt = load_checkpoint(path, net2, opt2, sched2)
+    assert ckpt["step"] == 3 and ckpt["config"] == {"d": 8} and ckpt["extra"]["epoch"] == 1
+    assert torch.equal(torch.rand(3), expected_draw)
+    for a, b in zip(net.state_dict().values(), net2.state_dict().values()):
+        assert torch.equal(a, b)
+    assert sched2.last_epoch == sched.last_epoch
+    s1, s2 = opt.state_dict()["state"], opt2.state_dict()["state"]
+    assert all(torch.equal(s1[k]["exp_avg_sq"], s2[k]["exp_avg_sq"]) for k in s1)
+    assert not list(tmp_path.glob("a/*.tmp"))
+
+
+def test_loading_uses_weights_only(tmp_path, monkeypatch):
+    net, opt, sched = _trained()
+    path = save_checkpoint(tmp_path / "c.pt", net, opt, sched)
+    calls = []
+    real_load = torch.load
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs.get("weights_only"))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", spy)
+    load_checkpoint(path, net)
+    average_checkpoints([path, path])
+    assert calls == [True, True, True]
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("this would run arbitrary code",))
+
+
+def test_checkpoint_with_arbitrary_object_is_refused(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"format": 1, "model": {}, "payload": _Evil()}, path)
+    with pytest.raises(CheckpointError, match="evil.pt"):
+        read_checkpoint(path)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "empty", "text"])
+def test_corrupt_checkpoint_gives_clear_error(tmp_path, damage):
+    net, opt, sched = _trained()
+    path = save_checkpoint(tmp_path / "c.pt", net, opt, sched)
+    data = bytearray(path.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip":
+        mid = len(data) // 2
+        data[mid: mid + 64] = bytes(64)
+        data[:4] = b"XXXX"
+    elif damage == "empty":
+        data = b""
+    else:
+        data = pickle.dumps("not a checkpoint", protocol=2)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"c\.pt"):
+        load_checkpoint(path, net, opt, sched)
+
+
+def test_missing_and_foreign_files(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "nope.pt")
+    torch.save({"weights": torch.ones(2)}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a transformer_lib checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
+
+
+def test_config_mismatch_names_the_fields(tmp_path):
+    class WithConfig(nn.Linear):
+        def __init__(self, config):
+            super().__init__(2, 2)
+            self.config = config
+
+    path = save_checkpoint(tmp_path / "c.pt", WithConfig({"d_model": 512, "n_layers": 6}))
+    with pytest.raises(CheckpointError, match="d_model: 512 in the checkpoint, 256 in the model"):
+        load_checkpoint(path, WithConfig({"d_model": 256, "n_layers": 6}))
+    with pytest.raises(CheckpointError, match="does not fit the model"):
+        load_checkpoint(path, nn.Linear(3, 3))
+
+
+def test_unwraps_ddp_like_wrappers(tmp_path):
+    class Wrapper(nn.Module):
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+
+    net, _, _ = _trained()
+    path = save_checkpoint(tmp_path / "w.pt", Wrapper(net))
+    assert set(read_checkpoint(path)["model"]) == set(net.state_dict())
+    other = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))
+    load_checkpoint(path, Wrapper(other))
+    assert torch.equal(other[0].weight, net[0].weight)
+
+
+def test_average_checkpoints_is_elementwise_mean(tmp_path):
+    paths, states = [], []
+    for i in range(4):
+        net, opt, _ = _trained(seed=i, steps=i + 1)
+        net.register_buffer("count", torch.tensor(i))
+        paths.append(save_checkpoint(tmp_path / f"{i}.pt", net, opt))
+        states.append({k: v.clone() for k, v in net.state_dict().items()})
+    avg = average_checkpoints(paths)
+    for name in states[0]:
+        if name == "count":
+            assert avg[name].item() == 3          # integer buffers come from the last checkpoint
+            continue
+        torch.testing.assert_close(avg[name], sum(s[name] for s in states) / 4)
+        assert avg[name].dtype == states[0][name].dtype
+    same = average_checkpoints([paths[2]] * 3)
+    assert all(torch.equal(same[k], states[2][k]) for k in same)
+
+
+def test_average_checkpoints_rejects_mismatch(tmp_path):
+    a = save_checkpoint(tmp_path / "a.pt", nn.Linear(2, 2))
+    b = save_checkpoint(tmp_path / "b.pt", nn.Linear(2, 3))
+    with pytest.raises(CheckpointError, match="different parameter names or shapes"):
+        average_checkpoints([a, b])
+    with pytest.raises(ValueError, match="at least one"):
+        average_checkpoints([])

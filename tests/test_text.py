@@ -1,0 +1,198 @@
+"""Chapter 17: BPE (derivation == Hugging Face tokenizers), the production tokenizer, BLEU (derivation == sacreBLEU)."""
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_lib.text import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    UNK_ID,
+    WORD_START,
+    SubwordTokenizer,
+    apply_bpe,
+    bleu_from_tokens,
+    corpus_bleu,
+    learn_bpe,
+    pretokenize,
+    round_trip_rate,
+    train_joint_tokenizer,
+)
+
+DATA = os.environ.get("TRANSFORMER_LIB_DATA")
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
+
+words = st.text(alphabet="abcde", min_size=1, max_size=6)
+sentences = st.lists(words, min_size=1, max_size=6).map(" ".join)
+
+
+def hf_bpe(texts, num_merges):
+    """Hugging Face's BPE trainer with the same pre-tokenization as SubwordTokenizer."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend(WORD_START), normalizers.Replace(" ", WORD_START)])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never", split=True)
+    alphabet = {ch for t in texts for w in pretokenize(t) for ch in w}
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=len(alphabet) + num_merges, show_progress=False))
+    return tok, [tuple(m) for m in json.loads(tok.to_str())["model"]["merges"]]
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=st.text(alphabet="ab c", max_size=20))
+def test_pretokenize_keeps_every_character(text):
+    ws = pretokenize(text)
+    assert "".join(ws) == WORD_START + text.replace(" ", WORD_START)
+    assert all(w.startswith(WORD_START) and WORD_START not in w[1:] for w in ws)
+
+
+@settings(max_examples=25, deadline=None)
+@given(texts=st.lists(sentences, min_size=1, max_size=8), num_merges=st.integers(1, 15))
+def test_learn_bpe_equals_huggingface(texts, num_merges):
+    """Same merges, ties included, and the same segmentation of every word."""
+    ours = learn_bpe(texts, num_merges)
+    tok, theirs = hf_bpe(texts, num_merges)
+    assert ours == theirs
+    for w in {w for t in texts for w in pretokenize(t)}:
+        assert apply_bpe(w, ours) == tok.encode(w[1:]).tokens
+
+
+def test_learn_bpe_worked_example():
+    """Count the first merge by hand: 'a'+'l' occurs in walks x2, walk x2, talks, talked."""
+    toy = ["the man walks", "the men walk", "a woman walks", "women walk", "the man talks", "a man talked"]
+    merges = learn_bpe(toy, 3)
+    assert merges == [("a", "l"), (WORD_START, "w"), ("al", "k")]
+    assert apply_bpe(WORD_START + "walked", merges) == [WORD_START + "w", "alk", "e", "d"]
+    assert learn_bpe(["ab"], 10) == [("a", "b"), (WORD_START, "ab")]  # tie: "a" < "▁"; stops at whole words
+
+
+@pytest.fixture(scope="module")
+def small_tok():
+    from transformer_lib.data import load_multi30k
+
+    return train_joint_tokenizer(load_multi30k("train")[:2000], vocab_size=1200)
+
+
+@needs_data
+def test_special_ids_and_vocab_size(small_tok):
+    assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
+    for i, t in enumerate(["<pad>", "<bos>", "<eos>", "<unk>"]):
+        assert small_tok.id_to_token(i) == t
+    assert small_tok.vocab_size <= 1200
+    assert small_tok.tokenizer.token_to_id("<0xFF>") is not None
+
+
+@needs_data
+@settings(max_examples=50, deadline=None)
+@given(text=st.text(st.characters(blacklist_characters=WORD_START, blacklist_categories=("Cs",)), max_size=40))
+def test_round_trip_any_text(small_tok, text):
+    """Byte fallback: any string without '▁' comes back unchanged, and never becomes <unk>."""
+    ids = small_tok.encode(text)
+    assert UNK_ID not in ids
+    assert small_tok.decode(ids) == text
+
+
+@needs_data
+def test_special_strings_in_text_are_not_special(small_tok):
+    ids = small_tok.encode("<pad> <eos> <0x41>")
+    assert not {PAD_ID, BOS_ID, EOS_ID, UNK_ID} & set(ids)
+    assert small_tok.decode(ids) == "<pad> <eos> <0x41>"
+
+
+@needs_data
+def test_bos_eos_and_decoding_model_output(small_tok):
+    ids = small_tok.encode("Ein Mann.", add_bos=True, add_eos=True)
+    assert ids[0] == BOS_ID and ids[-1] == EOS_ID and ids[1:-1] == small_tok.encode("Ein Mann.")
+    out = torch.tensor([ids + [PAD_ID] * 3, ids[:-1] + [EOS_ID, 5, 6, PAD_ID]])  # (B, T) as decoders give
+    assert small_tok.decode_batch(out) == ["Ein Mann.", "Ein Mann."]
+    assert small_tok.decode(torch.tensor(ids)) == "Ein Mann."
+    with pytest.raises(ValueError, match="one sequence"):
+        small_tok.decode([[1, 2]])
+    with pytest.raises(TypeError, match="text must be a str"):
+        small_tok.encode(["Ein Mann."])
+
+
+@needs_data
+def test_save_load(small_tok, tmp_path):
+    path = small_tok.save(tmp_path / "ckpt" / "tokenizer.json")
+    again = SubwordTokenizer.load(path)
+    texts = ["Zwei Hunde spielen im Schnee.", "A girl in a red coat 🎈."]
+    assert again.encode_batch(texts) == small_tok.encode_batch(texts)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        SubwordTokenizer.load(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text(path.read_text()[:1000])
+    with pytest.raises(ValueError, match="not a valid tokenizers JSON"):
+        SubwordTokenizer.load(bad)
+
+
+def test_train_argument_errors():
+    with pytest.raises(ValueError, match="vocab_size must be an int >= 263 for these texts"):
+        SubwordTokenizer.train(["ab ab"], vocab_size=100)
+    with pytest.raises(ValueError, match="non-empty"):
+        SubwordTokenizer.train([], vocab_size=1000)
+
+
+def test_wrong_special_ids_rejected():
+    from tokenizers import Tokenizer, models
+
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "<pad>": 1, "<bos>": 2, "<eos>": 3, "<unk>": 4}, merges=[]))
+    with pytest.raises(ValueError, match="<pad> at id 0"):
+        SubwordTokenizer(tok)
+
+
+@needs_data
+def test_full_multi30k_round_trip():
+    """The chapter's claim: a joint 8000-id BPE on the training split round-trips every val/test sentence."""
+    from transformer_lib.data import load_multi30k
+
+    tok = train_joint_tokenizer(load_multi30k("train"), vocab_size=8000)
+    assert tok.vocab_size == 8000
+    for split in ("val", "test_2016_flickr"):
+        pairs = load_multi30k(split)
+        assert round_trip_rate(tok, [s for p in pairs for s in p]) == 1.0
+
+
+# --- BLEU -------------------------------------------------------------------------------------------------
+tokens = st.lists(st.sampled_from(["a", "b", "c", "dog", "cat"]), min_size=0, max_size=12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pairs=st.lists(st.tuples(tokens, tokens), min_size=1, max_size=6))
+def test_bleu_from_tokens_equals_sacrebleu(pairs):
+    """Our eq. bleu-precision / eq. bleu (with exp smoothing) equals sacreBLEU's corpus BLEU."""
+    hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
+    ours = bleu_from_tokens(hyps, refs)
+    theirs = corpus_bleu([" ".join(h) for h in hyps], [" ".join(r) for r in refs]).score
+    assert math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_bleu_by_hand():
+    """Clipping and the brevity penalty, computed by hand."""
+    assert bleu_from_tokens([["the"] * 4], [["the", "cat"]]) == pytest.approx(100 * math.exp(
+        (math.log(1 / 4) + math.log(1 / (2 * 3)) + math.log(1 / (4 * 2)) + math.log(1 / (8 * 1))) / 4))
+    ref = "a b c d e f g h".split()
+    # half-length hypothesis that is an exact prefix: all precisions 1, BP = exp(1 - 8/4)
+    assert bleu_from_tokens([ref[:4]], [ref]) == pytest.approx(100 * math.exp(-1.0))
+    assert bleu_from_tokens([ref], [ref]) == pytest.approx(100.0)
+
+
+def test_corpus_bleu_signature_and_errors():
+    score, sig = corpus_bleu(["A man rides a bike."], ["A man rides a bike."])
+    assert score == pytest.approx(100.0)
+    assert "tok:13a" in sig and "case:mixed" in sig and "nrefs:1" in sig
+    # cased: changing case lowers the score
+    assert corpus_bleu(["a man rides a bike."], ["A man rides a bike."]).score < 100.0
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        corpus_bleu(["a", "b"], ["a"])
+    with pytest.raises(TypeError, match="hypotheses must be a sequence of str"):
+        corpus_bleu("a man", ["a man"])
+    with pytest.raises(ValueError, match="must not be empty"):
+        corpus_bleu([], [])

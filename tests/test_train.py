@@ -1,0 +1,222 @@
+"""Chapter 18: the training CLI — config errors, bad input that stops before writing, bucketed batches,
+resume == uninterrupted, and a 2-process DistributedDataParallel run (gloo) with identical weights."""
+import dataclasses
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer_lib import data
+from transformer_lib.optimization import read_checkpoint
+from transformer_lib.train import (
+    PRESETS,
+    BucketedLoader,
+    Recipe,
+    RecipeError,
+    load_recipe_file,
+    main,
+    parse_args,
+    preset,
+    recipe_from_dict,
+    run,
+)
+
+DATA = os.environ.get(data.ENV_VAR)
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
+
+# A configuration that trains in a second or two on the CPU.
+TINY = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1, d_ff=64,
+            batch_tokens=400, warmup_steps=5, time_budget_s=0.0, epochs=0, max_steps=6, log_every=1,
+            checkpoint_every=3, eval_sentences=6, test_sentences=6, beam_size=2, progress=False)
+
+
+def tiny_flags(out_dir, **changes):
+    values = {**TINY, **changes}
+    values.pop("preset")
+    flags = ["--preset", "cpu-tiny", "--out-dir", str(out_dir)]
+    for k, v in values.items():
+        flag = "--" + k.replace("_", "-")
+        flags += [flag if v else "--no-" + k.replace("_", "-")] if isinstance(v, bool) else [flag, str(v)]
+    return flags
+
+
+def files_of(directory):
+    return {p: p.read_bytes() for p in Path(directory).rglob("*") if p.is_file()} if Path(directory).exists() else {}
+
+
+# --- configuration ----------------------------------------------------------------------------------------
+def test_precedence_preset_file_flags(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('preset = "cpu-tiny"\nd_model = 64\ndropout = 0.2\n')
+    r = load_recipe_file(cfg)
+    assert (r.d_model, r.dropout, r.vocab_size) == (64, 0.2, PRESETS["cpu-tiny"]["vocab_size"])
+    r, resume = parse_args(["--config", str(cfg), "--d-model", "128", "--no-amp", "--resume"])
+    assert (r.d_model, r.dropout, r.amp, resume) == (128, 0.2, False, True)
+    assert parse_args([])[0] == Recipe()
+    assert recipe_from_dict({"peak_lr": 1}).peak_lr == 1.0          # an int where a float is expected is fine
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"d_modle": 64}', r"unknown config key\(s\) \['d_modle'\]"),
+    ('{"d_model": "big"}', "'d_model' must be of type int"),
+    ('{"dropout": true}', "'dropout' must be of type float"),
+    ('{"d_model": 100, "n_heads": 8}', "divisible by n_heads"),
+    ('{"epochs": 0, "time_budget_s": 0, "max_steps": 0}', "never stop"),
+    ('{"preset": "huge"}', "unknown preset 'huge'"),
+    ('[1, 2]', "one table/object"),
+    ('{"d_model": 64', "could not be parsed"),
+])
+def test_bad_config_file_is_one_clear_error_and_writes_nothing(tmp_path, capsys, content, message):
+    cfg = tmp_path / "bad.json"
+    cfg.write_text(content)
+    out = tmp_path / "run"
+    assert main(["--config", str(cfg), "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    import re
+    assert re.search(message, err), err
+    assert not out.exists()
+
+
+def test_missing_config_file_and_unknown_flag(tmp_path, capsys):
+    assert main(["--config", str(tmp_path / "nope.toml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        parse_args(["--d-modle", "3"])
+    assert e.value.code == 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_requested_without_cuda(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--preset", "cpu-tiny", "--device", "cuda", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "device='cuda' was requested, but CUDA is not available" in err
+    assert not out.exists()
+    with pytest.raises(RecipeError, match="device must be"):
+        recipe_from_dict({"device": "tpu"})
+
+
+# --- batches ----------------------------------------------------------------------------------------------
+def _pairs(n=300, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(1, 30, (n, 2), generator=g).tolist()
+    return [([5] * a + [2], [1] + [6] * b + [2]) for a, b in lens]
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_bucketed_loader(fixed):
+    pairs = _pairs()
+    loader = BucketedLoader(pairs, batch_tokens=256, bucket=8, fixed_shapes=fixed, seed=1)
+    seen, shapes = [], set()
+    for idx in loader.batches():
+        b = loader.collate(idx)
+        seen += idx
+        assert b.src.shape[1] % 8 == 0 and b.tgt_in.shape[1] % 8 == 0 and b.tgt_in.shape == b.tgt_out.shape
+        assert b.n_tokens == sum(len(pairs[i][1]) - 1 for i in idx) == int((b.tgt_out != 0).sum())
+        if fixed:
+            assert b.src.shape[0] == 256 // b.src.shape[1] and b.src.shape[1] == b.tgt_in.shape[1]
+            assert (b.tgt_out[len(idx):] == 0).all()             # filler rows: labels all padding
+        shapes.add((tuple(b.src.shape), tuple(b.tgt_in.shape)))
+    assert sorted(seen) == list(range(len(pairs)))
+    if fixed:                                                   # one shape per length bucket
+        assert len(shapes) == len({s[0][1] for s in shapes}) <= 4
+    shards = [set(map(tuple, BucketedLoader(pairs, 256, 8, seed=1, rank=r, world_size=2).batches())) for r in (0, 1)]
+    assert not shards[0] & shards[1]
+
+
+# --- runs -------------------------------------------------------------------------------------------------
+def tiny_recipe(out_dir, **changes):
+    return recipe_from_dict({**TINY, "out_dir": str(out_dir), **changes})
+
+
+@needs_data
+def test_resume_equals_uninterrupted_and_results_record(tmp_path):
+    whole = run(tiny_recipe(tmp_path / "whole"))
+    run(tiny_recipe(tmp_path / "split", max_steps=3))
+    resumed = run(tiny_recipe(tmp_path / "split"), resume=True)
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in whole.history]
+    assert all(math.isfinite(h["loss"]) for h in whole.history) and len(whole.history) == 6
+    a = read_checkpoint(tmp_path / "whole" / "checkpoint.pt")["model"]
+    b = read_checkpoint(tmp_path / "split" / "checkpoint.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    rec = json.loads((tmp_path / "whole" / "results.json").read_text())
+    for key in ("device", "torch", "training_seconds", "parameters", "git_commit", "target_tokens_per_s"):
+        assert key in rec
+    t = rec["test_2016_flickr"]
+    assert 0 <= t["bleu_greedy"] <= 100 and 0 <= t["bleu_beam"] <= 100 and "tok:13a" in t["signature"]
+    assert (tmp_path / "whole" / "tokenizer.json").is_file() and (tmp_path / "whole" / "model.pt").is_file()
+
+
+@needs_data
+def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    run(tiny_recipe(out, max_steps=2))
+    before = files_of(out)
+    # 1. an existing run is never overwritten without --resume
+    assert main(tiny_flags(out)) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    # 2. a checkpoint from an incompatible recipe
+    assert main(tiny_flags(out, d_model=64, n_heads=4) + ["--resume"]) == 2
+    assert "incompatible recipe (d_model: 32 in the checkpoint, 64 now" in capsys.readouterr().err
+    assert files_of(out) == before
+    # 3. a corrupt checkpoint
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    ckpt = bad / "checkpoint.pt"
+    ckpt.write_bytes(ckpt.read_bytes()[:5000])
+    corrupt = files_of(bad)
+    assert main(tiny_flags(bad) + ["--resume"]) == 2
+    assert "truncated or corrupt" in capsys.readouterr().err
+    assert files_of(bad) == corrupt
+    # 4. a missing and a corrupt data file (no download possible)
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    empty = tmp_path / "nodata"
+    empty.mkdir()
+    monkeypatch.setenv(data.ENV_VAR, str(empty))
+    assert main(tiny_flags(tmp_path / "run2")) == 2
+    assert "multi30k/train.de.gz' not found" in capsys.readouterr().err
+    broken = tmp_path / "broken"
+    shutil.copytree(Path(DATA) / "multi30k", broken / "multi30k")
+    (broken / "multi30k" / "val.en.gz").chmod(0o644)
+    (broken / "multi30k" / "val.en.gz").write_bytes(b"not gzip")
+    monkeypatch.setenv(data.ENV_VAR, str(broken))
+    assert main(tiny_flags(tmp_path / "run3")) == 2
+    assert "val.en.gz has SHA-256" in capsys.readouterr().err
+    assert not (tmp_path / "run2").exists() and not (tmp_path / "run3").exists()
+
+
+@needs_data
+def test_two_process_ddp_gloo(tmp_path):
+    """torchrun with 2 CPU processes: finite losses, identical weights on both, a checkpoint that resumes."""
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "transformer_lib.train"]
+    proc = subprocess.run(cmd + tiny_flags(out), env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads((out / "results.json").read_text())
+    assert rec["processes"] == 2 and rec["steps"] == 6
+    assert rec["max_weight_diff_across_processes"] == 0.0
+    hist = json.loads((out / "history.json").read_text())["history"]
+    assert len(hist) == 6 and all(math.isfinite(h["loss"]) for h in hist)
+    proc = subprocess.run(cmd + tiny_flags(out, max_steps=9) + ["--resume"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads((out / "results.json").read_text())
+    assert rec["steps"] == 9 and rec["max_weight_diff_across_processes"] == 0.0
+    hist = json.loads((out / "history.json").read_text())["history"]
+    assert [h["step"] for h in hist] == list(range(1, 10)) and all(math.isfinite(h["loss"]) for h in hist)
+
+
+def test_presets_are_valid_and_gpu_is_the_default():
+    for name in PRESETS:
+        preset(name)
+    assert dataclasses.replace(preset("gpu"), compile=False, fixed_shapes=False, time_budget_s=0.0) == Recipe()
