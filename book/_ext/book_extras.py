@@ -11,8 +11,17 @@ a substitution).
 off) registers its inline configuration script more than once in a Jupyter Book build, and Sphinx
 de-duplicates script files but not inline scripts, so every page declared `const THEBE_JS_URL`
 twice and the browser logged a SyntaxError (book/check_site.py fails on JavaScript errors).
+
+3. Progress bars render as Jupyter shows them: one final line. A tqdm bar redraws itself with a
+carriage return, and the kernel sends each redraw as a separate stream message. myst-nb's
+`nb_merge_streams` joins consecutive messages with a newline after each *before* it resolves the
+carriage returns, so every redraw became a line of its own (over a hundred on the toy-task page).
+Here consecutive stream messages of one name are first concatenated as they arrived, which is what
+a notebook front end does, and myst-nb's merge then runs on the result.
 """
 import re
+
+import myst_nb.core.render as _nb_render
 
 # Backtick constructs, scanned left to right so that pairs match up: ``literal``, :role:`target`,
 # `hyperlink`_ (all kept), and a plain `code` span (converted).
@@ -56,7 +65,28 @@ def _unique_scripts(app, pagename, templatename, context, doctree):
     context["script_files"] = unique
 
 
+def _join_raw_streams(outputs):
+    """Concatenate consecutive stream outputs of the same name verbatim (keeping their `\\r`)."""
+    joined = []
+    for out in outputs or []:
+        prev = joined[-1] if joined else None
+        if (out.get("output_type") == "stream" and prev is not None
+                and prev.get("output_type") == "stream" and prev.get("name") == out.get("name")):
+            prev["text"] += out["text"]
+        else:
+            joined.append(type(out)(out) if out.get("output_type") == "stream" else out)
+    return joined
+
+
+_myst_nb_coalesce_streams = _nb_render.coalesce_streams
+
+
+def _coalesce_streams(outputs):
+    return _myst_nb_coalesce_streams(_join_raw_streams(outputs))
+
+
 def setup(app):
+    _nb_render.coalesce_streams = _coalesce_streams
     app.connect("autodoc-process-docstring", _markdown_code_to_literal)
     app.connect("html-page-context", _unique_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
