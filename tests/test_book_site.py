@@ -87,3 +87,21 @@ def test_chromium_lookup_prefers_the_explicit_path(tmp_path):
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)
     assert check_site.find_chromium(str(exe)) == shutil.which(str(exe))
+
+
+def test_redirect_pages_are_checked_without_racing_the_browser(tmp_path):
+    """A meta-refresh page (the book's index.html) is checked by its target, not by loading it:
+    loading it in Chromium raced the redirect and failed intermittently."""
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "intro.html").write_text("<html><body>intro</body></html>")
+    good = tmp_path / "index.html"
+    good.write_text('<meta http-equiv="Refresh" content="0; url=book/intro.html" />')
+    assert check_site.redirect_target(good) == "book/intro.html"
+    assert check_site.redirect_target(tmp_path / "book" / "intro.html") is None
+    report = check_site.Report()
+    assert check_site.check_redirect(tmp_path, "index.html", report) is True
+    assert not report.problems and report.pages == 1
+    broken = tmp_path / "old.html"
+    broken.write_text('<meta http-equiv="refresh" content="0; URL=\'missing.html\'">')
+    assert check_site.check_redirect(tmp_path, "old.html", report) is True
+    assert any("missing.html" in p for p in report.problems)
