@@ -92,8 +92,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                           'transformer_lib.decoding._check_src': ( 'decoding.html#_check_src',
                                                                                    'transformer_lib/decoding.py'),
                                           'transformer_lib.decoding._pad_id': ('decoding.html#_pad_id', 'transformer_lib/decoding.py'),
-                                          'transformer_lib.decoding._reorder_cache': ( 'decoding.html#_reorder_cache',
-                                                                                       'transformer_lib/decoding.py'),
                                           'transformer_lib.decoding.beam_search': ( 'decoding.html#beam_search',
                                                                                     'transformer_lib/decoding.py'),
                                           'transformer_lib.decoding.greedy_decode': ( 'decoding.html#greedy_decode',

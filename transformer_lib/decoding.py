@@ -8,6 +8,8 @@ import math
 import torch
 from torch import nn
 
+from .decoder import reorder_cache
+
 # %% auto #0
 __all__ = ['greedy_decode', 'length_penalty', 'beam_search']
 
@@ -84,18 +86,6 @@ def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
     """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (eq. length-penalty); |Y| counts eos."""
     return ((5.0 + length) / 6.0) ** alpha
 
-# %% ../notebooks/15_decoding.ipynb #ed09ba77
-def _reorder_cache(cache, order: torch.Tensor, n: int):
-    """Gather every tensor in a (nested) cache whose first axis has size n along `order` (B*K,)."""
-    if isinstance(cache, dict):
-        for key, value in cache.items():
-            cache[key] = _reorder_cache(value, order, n)
-    elif isinstance(cache, list):
-        return [_reorder_cache(v, order, n) for v in cache]
-    elif isinstance(cache, torch.Tensor) and cache.dim() > 0 and cache.shape[0] == n:
-        return cache.index_select(0, order)
-    return cache
-
 # %% ../notebooks/15_decoding.ipynb #4d2de531
 @torch.no_grad()
 def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: float = 0.6,
@@ -170,7 +160,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
         order = (batch_offset + beam).view(-1)                                                 # (B*K,)
         tokens = torch.cat([tokens.index_select(0, order), token.view(-1, 1)], dim=1)
         if use_cache:
-            _reorder_cache(cache, order, B * K)
+            reorder_cache(cache, order)
         # -- stop when every sentence is done -------------------------------------------------------
         best_possible = scores.max(dim=1).values / length_penalty(max_len, alpha)
         done |= (fin_count >= K) | (fin_scores[:, 0] >= best_possible)
