@@ -32,7 +32,7 @@ def test_table_matches_the_formula():
 @settings(max_examples=25, deadline=None)
 @given(d=even_d, k=st.integers(0, 300), n=st.integers(1, 200))
 def test_shift_is_a_rotation(d, k, n):
-    """PE[pos + k] = M_k PE[pos] for every pos, with M_k orthogonal and independent of pos."""
+    """PE[pos + k] = R_k PE[pos] for every pos, with R_k orthogonal and independent of pos."""
     pe = sinusoidal_encoding(n + k, d, dtype=torch.float64)
     m = pe_shift_matrix(k, d)
     torch.testing.assert_close(pe[k:k + n], pe[:n] @ m.T, atol=1e-10, rtol=0)
@@ -41,7 +41,7 @@ def test_shift_is_a_rotation(d, k, n):
 
 
 def test_shift_matrices_compose():
-    """M_j M_k = M_(j+k): shifting twice is one shift."""
+    """R_j R_k = R_(j+k): shifting twice is one shift."""
     torch.testing.assert_close(pe_shift_matrix(3, 16) @ pe_shift_matrix(4, 16), pe_shift_matrix(7, 16))
 
 

@@ -32,7 +32,7 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
 
 # %% ../notebooks/06_positional_encoding.ipynb #8d51ee37
 def pe_shift_matrix(k: int, d_model: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """M_k of eq. pe-shift: the (d_model, d_model) block-diagonal rotation with PE[pos + k] = M_k @ PE[pos]."""
+    """R_k of eq. pe-shift: the (d_model, d_model) block-diagonal rotation with PE[pos + k] = R_k @ PE[pos]."""
     theta = _frequencies(d_model) * k                                 # (d/2,): omega_i * k
     c, s = torch.cos(theta), torch.sin(theta)
     blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)   # (d/2, 2, 2): R(omega_i k)
