@@ -25,10 +25,11 @@ import torch
 from torch import nn
 
 from transformer_lib.data import load_multi30k
+from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss, paper_adam
 from transformer_lib.positional import PositionalEncoding
 from transformer_lib.text import train_joint_tokenizer
-from transformer_lib.train import BucketedLoader, Recipe, build_model, count_parameters, encode_pairs
+from transformer_lib.train import BucketedLoader, Recipe, build_model, encode_pairs
 
 # Dense bf16 peak (no sparsity) by device name. Add a device with --peak-tflops.
 PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("A100", 312.0)]

@@ -38,17 +38,26 @@ from transformer_lib.optimization import (
     unwrap_model,
     warmup_lr,
 )
+from transformer_lib.training import (
+    Batch,
+    autocast_dtype,
+    pad_sequences,
+    pick_device,
+    shift_targets,
+    token_batches,
+    train_step,
+)
 
 from .data import DataError, load_multi30k
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
+from .multi_head_attention import count_parameters
 from .text import SubwordTokenizer, corpus_bleu, train_joint_tokenizer
-from .training import Batch, autocast_dtype, pad_sequences, shift_targets, token_batches, train_step
 
 # %% auto #0
 __all__ = ['PRESETS', 'MAX_LEN', 'Recipe', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe',
-           'parse_args', 'BucketedLoader', 'prefetch', 'encode_pairs', 'build_model', 'count_parameters', 'translate',
-           'validation_loss', 'timed_bleu', 'device_name', 'git_commit', 'RunResult', 'run', 'main']
+           'parse_args', 'BucketedLoader', 'prefetch', 'encode_pairs', 'build_model', 'translate', 'validation_loss',
+           'timed_bleu', 'device_name', 'git_commit', 'RunResult', 'run', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #39ed58cb
 @dataclass
@@ -351,11 +360,6 @@ def build_model(recipe: Recipe, vocab_size: int) -> Transformer:
                                pad_id=0, share_embeddings=True, tie_output=True)
     return Transformer(config)
 
-
-def count_parameters(model: nn.Module) -> int:
-    "Distinct trainable parameters (a tied matrix counts once)."
-    return sum(p.numel() for p in unwrap_model(model).parameters() if p.requires_grad)
-
 # %% ../notebooks/18_capstone.ipynb #f7a71288
 @torch.no_grad()
 def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence[str], *, beam_size: int = 1,
@@ -423,13 +427,11 @@ def _dist_env() -> tuple[int, int, int]:
 
 
 def _device_for(recipe: Recipe, local_rank: int, world_size: int) -> torch.device:
-    if recipe.device == "auto":
-        kind = "cuda" if torch.cuda.is_available() else "cpu"
-    else:
-        kind = recipe.device
-    if kind == "cuda" and world_size > 1:
+    "pick_device (chapter 13), with each torchrun process on its own GPU when `device` names no index."
+    device = pick_device(recipe.device)
+    if device.type == "cuda" and device.index is None and world_size > 1:
         return torch.device("cuda", local_rank)
-    return torch.device(kind)
+    return device
 
 
 def device_name(device: torch.device) -> str:
