@@ -163,6 +163,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                             'transformer_lib/exercises.py'),
                                            'transformer_lib.exercises._toy_logits': ( 'exercises/checkers.html#_toy_logits',
                                                                                       'transformer_lib/exercises.py'),
+                                           'transformer_lib.exercises._toy_loss': ( 'exercises/checkers.html#_toy_loss',
+                                                                                    'transformer_lib/exercises.py'),
                                            'transformer_lib.exercises._toy_step': ( 'exercises/checkers.html#_toy_step',
                                                                                     'transformer_lib/exercises.py'),
                                            'transformer_lib.exercises._your_error': ( 'exercises/checkers.html#_your_error',

@@ -20,7 +20,7 @@ from .masking import make_causal_mask
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import MultiHeadAttention
 from .toy import BOS, EOS, FIRST_SYMBOL, PAD, toy_vocab_size
-from .training import collate
+from .training import collate, train_step
 
 # %% auto #0
 __all__ = ['TINY_SHAKESPEARE_CHARS', 'BIGRAM_ENTROPY_NATS', 'CheckResult', 'checker', 'toy_model', 'single_thread', 'train_toy',
@@ -125,12 +125,13 @@ def _toy_step(model, pairs, order, optimizer, step, lr, warmup_steps, batch_size
         group["lr"] = lr * min(1.0, (step + 1) / warmup_steps) if warmup_steps else lr
     start = (step * batch_size) % max(len(pairs) - batch_size + 1, 1)
     batch = collate([pairs[i] for i in order[start:start + batch_size]], PAD)
-    logits = model(batch.src, batch.tgt_in)                              # (B, T, V)
-    loss = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, ignore_index=PAD)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
+    loss, _ = train_step(model, batch, _toy_loss, optimizer)            # chapter 13
     return loss.item()
+
+
+def _toy_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over (B, T, V) logits, ignoring padding."""
+    return F.cross_entropy(logits.transpose(1, 2), target, ignore_index=PAD)
 
 
 def smooth(values: Sequence[float], window: int = 10) -> list[float]:
