@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from layer_helpers import randomise, real_tokens
 from torch import nn
 
 from transformer_lib.decoder import Decoder, DecoderLayer, reorder_cache
@@ -24,18 +25,8 @@ def rename(state):
     return out
 
 
-def randomise(module, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    return module
 
 
-def lengths_mask(B, L, seed):
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, L + 1, (B,), generator=g)
-    return torch.arange(L)[None, :] < lengths[:, None]          # (B, L) True at real tokens
 
 
 @settings(max_examples=20, deadline=None)
@@ -50,7 +41,7 @@ def test_layer_matches_pytorch(B, L_t, L_s, norm_first, seed):
     ours.load_state_dict(rename(theirs.state_dict()))
     y = torch.randn(B, L_t, d, dtype=torch.float64)
     memory = torch.randn(B, L_s, d, dtype=torch.float64)
-    tgt_real, src_real = lengths_mask(B, L_t, seed), lengths_mask(B, L_s, seed + 1)
+    tgt_real, src_real = real_tokens(B, L_t, seed), real_tokens(B, L_s, seed + 1)
     causal = make_causal_mask(L_t)
     with torch.no_grad():
         ref = theirs(y, memory, tgt_mask=~causal, tgt_key_padding_mask=~tgt_real,

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from layer_helpers import randomise, real_tokens
 from torch import nn
 
 from transformer_lib.encoder import Encoder, EncoderLayer
@@ -33,18 +34,8 @@ def rename(state, prefix_map=()):
     return out
 
 
-def randomise(module, scale=0.1, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    return module
 
 
-def padded(B, L, seed):
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, L + 1, (B,), generator=g)
-    return torch.arange(L)[None, :] < lengths[:, None]            # (B, L) True at real tokens
 
 
 @settings(max_examples=20, deadline=None)
@@ -58,7 +49,7 @@ def test_layer_matches_pytorch(B, L, heads, norm_first, seed):
     ours = EncoderLayer(d, heads, d_ff, norm_first=norm_first).double().eval()
     ours.load_state_dict(rename(theirs.state_dict()))
     x = torch.randn(B, L, d, dtype=torch.float64)
-    real = padded(B, L, seed)
+    real = real_tokens(B, L, seed)
     with torch.no_grad():
         ref = theirs(x, src_key_padding_mask=~real)
     torch.testing.assert_close(ours(x, real[:, None, None, :]), ref, atol=1e-10, rtol=1e-8)
@@ -74,7 +65,7 @@ def test_encoder_matches_pytorch_stack(norm_first):
     ours = Encoder(n, d, heads, d_ff, norm_first=norm_first).double().eval()
     ours.load_state_dict(rename(theirs.state_dict()))
     x = torch.randn(2, 6, d, dtype=torch.float64)
-    real = padded(2, 6, 3)
+    real = real_tokens(2, 6, 3)
     with torch.no_grad():
         ref = theirs(x, src_key_padding_mask=~real)
     torch.testing.assert_close(ours(x, real[:, None, None, :]), ref, atol=1e-10, rtol=1e-8)
@@ -86,7 +77,7 @@ def test_layer_matches_equations(norm_first):
     torch.manual_seed(2)
     layer = randomise(EncoderLayer(12, 3, 20, norm_first=norm_first).double()).eval()
     x = torch.randn(2, 5, 12, dtype=torch.float64)
-    mask = padded(2, 5, 4)[:, None, None, :]
+    mask = real_tokens(2, 5, 4)[:, None, None, :]
     n1, n2 = layer.residual_attn.norm, layer.residual_ffn.norm
     ln1 = lambda t: F.layer_norm(t, (12,), n1.weight, n1.bias)  # noqa: E731
     ln2 = lambda t: F.layer_norm(t, (12,), n2.weight, n2.bias)  # noqa: E731
@@ -105,7 +96,7 @@ def test_layer_matches_equations(norm_first):
 def test_padding_is_invisible(B, L, norm_first, seed):
     torch.manual_seed(seed)
     enc = Encoder(2, 8, 2, 16, norm_first=norm_first).double().eval()
-    real = padded(B, L, seed)
+    real = real_tokens(B, L, seed)
     x = torch.randn(B, L, 8, dtype=torch.float64)
     y = x.clone()
     y[~real] = 100 * torch.randn_like(y[~real])

@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from layer_helpers import randomise, real_tokens
 from torch import nn
 
 from transformer_lib.decoder import Decoder, DecoderLayer
@@ -19,18 +20,8 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*nested tensors is in prototyp
 F64 = torch.float64
 
 
-def randomise(module, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.add_(0.1 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    return module
 
 
-def real_tokens(B, L, seed):
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(1, L + 1, (B,), generator=g)
-    return torch.arange(L)[None, :] < lengths[:, None]                   # (B, L) True at real tokens
 
 
 def to_torch_layout(x, batch_first):
