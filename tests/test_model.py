@@ -88,8 +88,14 @@ def test_forward_shapes_and_default_masks():
     src, tgt = batch()
     logits = m(src, tgt)
     assert logits.shape == (3, 6, 19) and torch.isfinite(logits).all()
-    explicit = m(src, tgt, make_padding_mask(src, 0), make_padding_mask(tgt, 0) & make_causal_mask(6))
-    torch.testing.assert_close(logits, explicit)
+    # The default tgt mask is causal only (right-padded targets): equal to passing it explicitly everywhere ...
+    torch.testing.assert_close(logits, m(src, tgt, make_padding_mask(src, 0), make_causal_mask(6)))
+    # ... and, at the real target positions, equal to the full padding & causal mask.
+    full = m(src, tgt, make_padding_mask(src, 0), make_padding_mask(tgt, 0) & make_causal_mask(6))
+    real = tgt != 0
+    assert not real.all()                                   # the batch has target padding
+    torch.testing.assert_close(logits[real], full[real])
+    assert not torch.allclose(logits[~real], full[~real])   # only the (ignored) pad positions differ
 
 
 def test_forward_equals_encode_then_decode():

@@ -198,6 +198,46 @@ def test_kv_cache_several_new_tokens_with_offset_mask():
     torch.testing.assert_close(torch.cat([a, b], 1), full)
 
 
+@settings(max_examples=25, deadline=None)
+@given(c=configs, seed=st.integers(0, 2**16), need_weights=st.booleans(), training=st.booleans())
+def test_is_causal_equals_the_causal_mask(c, seed, need_weights, training):
+    """is_causal=True is make_causal_mask(L_q, offset=L_k - L_q): forward values and gradients, both paths."""
+    (d_model, h), B, L_q, L_k = c
+    L_k = max(L_k, L_q)                                           # queries are the last L_q of L_k positions
+    g = torch.Generator().manual_seed(seed)
+    m = _mha(d_model, h, seed)
+    m.train(training)                                             # dropout is 0: training changes nothing here
+    x = torch.randn(B, L_k, d_model, generator=g, dtype=torch.float64, requires_grad=True)
+    q = x[:, L_k - L_q:]
+    grads = []
+    for kwargs in ({"mask": make_causal_mask(L_q, offset=L_k - L_q)}, {"is_causal": True}):
+        m.need_weights = need_weights
+        out = m(q, x, x, **kwargs) if L_q != L_k else m(x, x, x, **kwargs)
+        m.need_weights = False
+        grads.append((out,) + torch.autograd.grad(out.square().sum(), [x, m.in_proj.weight]))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
+
+
+def test_is_causal_with_a_cache_sees_the_past():
+    """A prompt with is_causal=True, then several new tokens at once with is_causal=True after the cache."""
+    m = _mha(16, 2, 3)
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    with torch.no_grad():
+        full = m(x, x, x, make_causal_mask(9))
+        cache = {}
+        a = m(x[:, :4], x[:, :4], x[:, :4], cache=cache, is_causal=True)
+        b = m(x[:, 4:], x[:, 4:], x[:, 4:], cache=cache, is_causal=True)
+    torch.testing.assert_close(torch.cat([a, b], 1), full)
+
+
+def test_is_causal_and_a_mask_together_are_refused():
+    m = MultiHeadAttention(8, 2)
+    x = torch.randn(1, 3, 8)
+    with pytest.raises(ValueError, match=r"either mask or is_causal"):
+        m(x, x, x, make_causal_mask(3), is_causal=True)
+
+
 def test_static_kv_cache_is_computed_once_and_reused():
     m = _mha(16, 4, 1)
     y = torch.randn(2, 5, 16, dtype=torch.float64)

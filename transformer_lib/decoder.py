@@ -9,25 +9,12 @@ from torch import nn
 from .encoder import _check_input
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import LayerNorm, ResidualConnection
-from .masking import make_causal_mask
 from .multi_head_attention import MultiHeadAttention
 
 # %% auto #0
 __all__ = ['DecoderLayer', 'Decoder', 'reorder_cache']
 
-# %% ../notebooks/10_decoder.ipynb #8452f7a0
-def _cached_length(layer_cache: dict | None) -> int:
-    """Number of target positions already in a decoder layer's self-attention cache."""
-    if not layer_cache or "k" not in layer_cache.get("self_attn", {}):
-        return 0
-    return layer_cache["self_attn"]["k"].shape[2]
-
-
-def _default_tgt_mask(length: int, past: int, device) -> torch.Tensor | None:
-    """Causal mask for `length` new positions after `past` cached ones; None when nothing is hidden."""
-    return None if length == 1 else make_causal_mask(length, device=device, offset=past)   # (L, past + L)
-
-
+# %% ../notebooks/10_decoder.ipynb #09161184
 class DecoderLayer(nn.Module):
     """One decoder layer (§3.1, §3.2.3; eqs. decoder-self, decoder-cross, decoder-ffn): masked
     self-attention, cross-attention to the memory, FFN, each in a residual connection with LayerNorm.
@@ -63,9 +50,8 @@ class DecoderLayer(nn.Module):
             raise ValueError("memory is required (only a filled cache['cross_attn'] lets it be None)")
         if memory is not None:
             _check_input(memory, self.d_model, "memory")
-        if tgt_mask is None:
-            tgt_mask = _default_tgt_mask(x.shape[1], _cached_length(cache), x.device)
-        x = self.residual_self(x, lambda h: self.self_attn(h, h, h, tgt_mask, cache=self_cache))
+        causal = tgt_mask is None                  # the default: causal, given to the kernel by name
+        x = self.residual_self(x, lambda h: self.self_attn(h, h, h, tgt_mask, cache=self_cache, is_causal=causal))
         x = self.residual_cross(x, lambda h: self.cross_attn(h, memory, memory, memory_mask,
                                                              cache=cross_cache, static_kv=True))
         return self.residual_ffn(x, self.feed_forward)                    # (B, L_t, d_model)
@@ -93,9 +79,6 @@ class Decoder(nn.Module):
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
         _check_input(x, self.d_model)
-        if tgt_mask is None:
-            past = _cached_length(cache.get("layer_0")) if cache is not None else 0
-            tgt_mask = _default_tgt_mask(x.shape[1], past, x.device)
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.setdefault(f"layer_{i}", {})
             x = layer(x, memory, tgt_mask, memory_mask, layer_cache)      # (B, L_t, d_model)

@@ -11,7 +11,7 @@ from torch import nn
 
 from .decoder import Decoder
 from .encoder import Encoder
-from .masking import make_causal_mask, make_padding_mask
+from .masking import make_padding_mask
 from .multi_head_attention import MultiHeadAttention
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 
@@ -91,11 +91,13 @@ class Transformer(nn.Module):
     """The encoder-decoder Transformer of "Attention Is All You Need" (Figure 1; eq. transformer).
 
     forward(src (B, L_s), tgt (B, L_t), src_mask=None, tgt_mask=None) -> logits (B, L_t, V_tgt).
-    Masks default to the padding mask of src, and padding & causal for tgt (True = may attend).
+    Masks default to the padding mask of src, and the causal mask for tgt (True = may attend). tgt is
+    assumed right-padded: its real positions then see no pad key, so the default tgt mask needs no
+    padding part (logits at pad positions differ from a padding & causal mask; the loss ignores them).
     encode(src, src_mask=None) -> memory (B, L_s, d_model).
     decode(tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> logits (B, L_t, V_tgt); with
     cache={} on the first step and the same dict afterwards, tgt holds only the new tokens and the
-    position offset is kept in cache["offset"] (the default tgt_mask is then causal only).
+    position offset is kept in cache["offset"].
     """
 
     def __init__(self, config: TransformerConfig):
@@ -144,10 +146,8 @@ class Transformer(nn.Module):
         c = self.config
         offset = 0 if cache is None else cache.get("offset", 0)
         _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset)
-        if tgt_mask is None and cache is None:
-            tgt_mask = make_padding_mask(tgt, c.pad_id) & make_causal_mask(tgt.shape[1], tgt.device)  # (B, 1, L_t, L_t)
         y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
-        h = self.decoder(y, memory, tgt_mask, src_mask, cache)                 # (B, L_t, d_model)
+        h = self.decoder(y, memory, tgt_mask, src_mask, cache)                 # tgt_mask None: causal; (B, L_t, d_model)
         if cache is not None:
             cache["offset"] = offset + tgt.shape[1]
         return self.output_projection(h)                                       # (B, L_t, V_tgt)

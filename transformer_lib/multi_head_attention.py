@@ -9,6 +9,7 @@ from torch import nn
 
 from .attention import AttentionHead, _check_features, _describe, check_mask, scaled_dot_product_attention
 from .cross_attention import attention_columns
+from .masking import make_causal_mask
 
 # %% auto #0
 __all__ = ['NaiveMultiHeadAttention', 'MultiHeadAttention', 'count_parameters', 'attention_matmul_flops', 'per_head_weights',
@@ -70,10 +71,13 @@ class NaiveMultiHeadAttention(nn.Module):
         return naive
 
 # %% ../notebooks/05_multi_head_attention.ipynb #68efb67e
-def _fast_attention(q, k, v, mask, dropout_p: float):
-    """F.scaled_dot_product_attention (fused kernels on GPU) with our rule for fully masked rows: output 0."""
+def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
+    """F.scaled_dot_product_attention (fused kernels on GPU) with our rule for fully masked rows: output 0.
+
+    is_causal=True (mask None, L_q = L_k): the kernel applies the causal mask itself; no row is empty.
+    """
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
     has_key = mask.any(dim=-1, keepdim=True)             # (..., L_q, 1): does the row attend to anything?
     # Un-mask empty rows so no kernel ever sees a row of -inf (NaN in some versions), then zero them.
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
@@ -88,6 +92,9 @@ class MultiHeadAttention(nn.Module):
     key and value (B, L_k, d_model); mask boolean, True = may attend, broadcastable to (B, h, L_q, L_k).
     Returns (B, L_q, d_model). Set `need_weights = True` to use the explicit path and keep the
     weights in `attn_weights` (B, h, L_q, L_k); otherwise F.scaled_dot_product_attention is used.
+    is_causal=True instead of a mask: query i may attend to keys j <= i + (L_k - L_q) (the same as
+    mask=make_causal_mask(L_q, offset=L_k - L_q)); with L_q = L_k the fused kernel applies it
+    itself (FlashAttention on GPU, which takes no mask tensor).
 
     KV cache (incremental decoding): `cache` is a dict owned by the caller. static_kv=False
     (self-attention): the new positions' keys and values are appended to cache["k"], cache["v"]
@@ -122,8 +129,11 @@ class MultiHeadAttention(nn.Module):
                 (f", L_k = {L}" if L is not None else "")
             raise ValueError(f"{name} must have shape {want}, got {_describe(x)}")
 
-    def forward(self, query, key, value, mask=None, cache: dict | None = None, static_kv: bool = False):
+    def forward(self, query, key, value, mask=None, cache: dict | None = None, static_kv: bool = False,
+                is_causal: bool = False):
         self._check_seq(query, "query")
+        if is_causal and mask is not None:
+            raise ValueError("give either mask or is_causal=True, not both (combine masks with & instead)")
         B, L_q, d = query.shape[0], query.shape[1], self.d_model
         if cache is not None and static_kv and "k" in cache:        # cross-attention, memory already projected
             q = self._project(query, slice(0, d))
@@ -148,13 +158,18 @@ class MultiHeadAttention(nn.Module):
                     v = torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
         q = self._split_heads(q)                                     # (B, h, L_q, d_k)
-        check_mask(mask, (B, self.n_heads, L_q, k.shape[2]), "mask", "(B, h, L_q, L_k)")
+        L_k = k.shape[2]
+        if is_causal and L_q == 1:                                   # one query, the last position: sees all keys
+            is_causal = False
+        if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
+            mask, is_causal = make_causal_mask(L_q, q.device, offset=L_k - L_q), False   # (L_q, L_k)
+        check_mask(mask, (B, self.n_heads, L_q, L_k), "mask", "(B, h, L_q, L_k)")
         p = self.dropout if self.training else 0.0
         if self.need_weights:                                        # explicit path: keep the weights
             out, weights = scaled_dot_product_attention(q, k, v, mask, p)
             self.attn_weights = weights.detach()                     # (B, h, L_q, L_k)
         else:                                                        # fast path
-            out = _fast_attention(q, k, v, mask, p)
+            out = _fast_attention(q, k, v, mask, p, is_causal)
         out = out.transpose(1, 2).reshape(B, L_q, d)                 # concat heads: (B, L_q, d_model)
         return self.out_proj(out)
 
