@@ -112,6 +112,20 @@ def test_encoder_is_permutation_equivariant():
     torch.testing.assert_close(enc(x[:, perm]), enc(x)[:, perm])
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_is_causal_equals_the_causal_mask(norm_first):
+    """is_causal=True (the decoder-only block of exercise 3) is the same function as a causal mask tensor."""
+    from transformer_lib.masking import make_causal_mask
+    torch.manual_seed(4)
+    enc = Encoder(2, 8, 2, 16, norm_first=norm_first).double().eval()
+    x = torch.randn(3, 6, 8, dtype=torch.float64)
+    by_name = enc(x, is_causal=True)
+    torch.testing.assert_close(by_name, enc(x, make_causal_mask(6)))
+    torch.testing.assert_close(enc.layers[0](x, is_causal=True), enc.layers[0](x, make_causal_mask(6)))
+    assert not torch.allclose(by_name, enc(x))                  # the mask matters
+    torch.testing.assert_close(enc(x[:, :4], is_causal=True), by_name[:, :4])   # the future is invisible
+
+
 def test_final_norm():
     assert Encoder(2, 8, 2, 16).norm is None
     assert isinstance(Encoder(2, 8, 2, 16, norm_first=True).norm, LayerNorm)

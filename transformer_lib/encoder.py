@@ -24,8 +24,9 @@ class EncoderLayer(nn.Module):
     """One encoder layer (§3.1, eqs. encoder-attn and encoder-ffn): self-attention, then the FFN, each
     inside a residual connection with LayerNorm (post-LN by default; norm_first=True for pre-LN).
 
-    forward(x (B, L, d_model), mask=None) -> (B, L, d_model); mask: boolean, True = may attend,
-    broadcastable to (B, h, L, L), usually the padding mask (B, 1, 1, L).
+    forward(x (B, L, d_model), mask=None, is_causal=False) -> (B, L, d_model); mask: boolean, True =
+    may attend, broadcastable to (B, h, L, L), usually the padding mask (B, 1, 1, L). is_causal=True
+    instead of a mask makes the layer a decoder-only (GPT-style) block (the causal mask by name).
     dropout: on each sub-layer's output (§5.4). attn_dropout, ffn_dropout: on the attention weights and
     on the FFN's hidden layer (not in the paper; nn.TransformerEncoderLayer uses `dropout` there too).
     """
@@ -39,9 +40,9 @@ class EncoderLayer(nn.Module):
         self.residual_attn = ResidualConnection(d_model, dropout, norm_first, eps)
         self.residual_ffn = ResidualConnection(d_model, dropout, norm_first, eps)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         _check_input(x, self.d_model)
-        x = self.residual_attn(x, lambda h: self.self_attn(h, h, h, mask))   # (B, L, d_model)
+        x = self.residual_attn(x, lambda h: self.self_attn(h, h, h, mask, is_causal=is_causal))   # (B, L, d_model)
         return self.residual_ffn(x, self.feed_forward)                       # (B, L, d_model)
 
 # %% ../notebooks/09_encoder.ipynb #bc6f6ba2
@@ -49,7 +50,7 @@ class Encoder(nn.Module):
     """The encoder (§3.1, eq. encoder-stack): n_layers EncoderLayers, plus a final LayerNorm when
     final_norm is True (default: exactly when norm_first, i.e. pre-LN).
 
-    forward(x (B, L, d_model) embeddings, mask=None) -> memory (B, L, d_model).
+    forward(x (B, L, d_model) embeddings, mask=None, is_causal=False) -> memory (B, L, d_model).
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
@@ -62,8 +63,8 @@ class Encoder(nn.Module):
             for _ in range(n_layers))
         self.norm = LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         _check_input(x, self.d_model)
         for layer in self.layers:
-            x = layer(x, mask)                                 # (B, L, d_model)
+            x = layer(x, mask, is_causal)                      # (B, L, d_model)
         return x if self.norm is None else self.norm(x)
