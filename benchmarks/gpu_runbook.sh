@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Every GPU measurement the issues ask for, in stages that each fit one 10-minute call of a lent GPU
+# machine (30 minutes of GPU time per session). Run from the repository root:
+#
+#   bash benchmarks/gpu_runbook.sh STAGE [OUTDIR]
+#
+# STAGE (in the order to run them; the first three fit one session):
+#   capstone  execute notebooks/18_capstone.ipynb on the GPU (the `gpu` recipe, 5 min of training)
+#             -> OUTDIR/18_capstone.ipynb (executed) and OUTDIR/multi30k.json      (issue 7)
+#   quick     python -m transformer_lib.train --preset gpu-30s, then exercise 3's character model
+#             with 30 s and 180 s budgets                                         (issues 7, 8)
+#   bench     the attention, model, decoding and training-throughput benchmarks   (issues 4-7)
+#   ablate    the capstone's ablation rows at a fixed number of epochs, four processes at a time
+#             (a fixed epoch count, not a time budget, so sharing the GPU does not change them)
+#
+# OUTDIR defaults to $OUT (set by the device tool) or results/gpu. Each command has its own time
+# limit, so one that hangs cannot eat the whole call; every log is kept. Data: the datasets are read
+# from $TRANSFORMER_LIB_DATA, default ./data (copy ../shared/data there and carry it). Python packages
+# the GPU machine lacks (nbclient, ipykernel and their dependencies, for `capstone`) are installed from
+# ./.whl when it exists (see README.md, "Measuring on a GPU").
+set -uo pipefail
+PY=${PYTHON:-python3}
+stage=${1:?usage: bash benchmarks/gpu_runbook.sh capstone|quick|bench|ablate [OUTDIR]}
+out=${2:-${OUT:-results/gpu}}
+mkdir -p "$out"
+export TRANSFORMER_LIB_DATA=${TRANSFORMER_LIB_DATA:-$PWD/data}
+export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0 MPLBACKEND=Agg
+if [ -d .whl ]; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "installing the carried wheels failed"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
+  git rev-parse HEAD 2>/dev/null || true; } 2>&1 | tee "$out/device.txt"
+
+step() {   # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/NAME.log
+  local name=$1 limit=$2; shift 2
+  echo "=== $name (limit ${limit}s): $*"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > >(tee "$out/$name.log") 2>&1
+  local rc=$?
+  echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/$name.log"
+}
+
+case $stage in
+  capstone)
+    # The notebook picks the `gpu` recipe when CUDA is available and writes results/multi30k.json.
+    export RUNBOOK_OUT=$out
+    step capstone 560 "$PY" - <<'EOF'
+import nbformat
+from nbclient import NotebookClient
+nb = nbformat.read("notebooks/18_capstone.ipynb", as_version=4)
+try:
+    NotebookClient(nb, timeout=540, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
+finally:
+    nbformat.write(nb, __import__("os").environ.get("RUNBOOK_OUT", "results/gpu") + "/18_capstone.ipynb")
+EOF
+    cp results/multi30k.json "$out/" 2>/dev/null || echo "no results/multi30k.json written"
+    ;;
+  quick)
+    step gpu30s 200 "$PY" -m transformer_lib.train --preset gpu-30s --out-dir runs/gpu-30s \
+      --results "$out/gpu-30s.json" --no-progress
+    step charmodel 330 "$PY" benchmarks/char_model_gpu.py --budgets 30 180
+    ;;
+  bench)
+    step attention 100 "$PY" benchmarks/attention_benchmark.py --device cuda
+    step model 200 "$PY" benchmarks/model_benchmark.py --device cuda --size base
+    step decoding 80 "$PY" benchmarks/decoding_benchmark.py --device cuda
+    step throughput 170 "$PY" benchmarks/train_throughput.py --json "$out/throughput.json"
+    ;;
+  ablate)
+    # Rows of chapter 18's ablation table, all at once on the one GPU; each trains EPOCHS epochs with
+    # no time budget, so sharing the GPU changes how long they take, not what they reach. ROWS picks some.
+    epochs=${EPOCHS:-20}
+    common=(--preset gpu --time-budget-s 0 --epochs "$epochs" --eval-every 0 --no-progress)
+    declare -A flags=([recipe]="" [layers6]="--n-layers 6" [dropout01]="--dropout 0.1 --attn-dropout 0.1 --ffn-dropout 0.1"
+                      [preln]="--norm-first" [nols]="--label-smoothing 0" [vocab16k]="--vocab-size 16000"
+                      [noavg]="--average-last 1")
+    for name in ${ROWS:-recipe layers6 dropout01 preln nols vocab16k noavg}; do
+      # shellcheck disable=SC2086
+      step "ablate-$name" 540 "$PY" -m transformer_lib.train "${common[@]}" --out-dir "runs/ablate-$name" \
+        --results "$out/ablate-$name.json" ${flags[$name]} &
+    done
+    wait
+    ;;
+  *) echo "unknown stage $stage"; exit 2 ;;
+esac
+ls -la "$out"
