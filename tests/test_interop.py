@@ -144,15 +144,22 @@ def test_mask_converter_errors():
         key_padding_mask_to_torch(torch.zeros(2, 1, 3, 3, dtype=torch.bool))
 
 
-def test_fully_masked_rows_nan_in_pytorch_zero_in_ours():
-    """The one documented difference: for a query with no key, ours returns 0 (PyTorch's module gives NaN in torch 2.13)."""
+@pytest.mark.parametrize("path", ["need_weights", "fast_path", "sdpa"])
+def test_fully_masked_rows_nan_in_pytorch_zero_in_ours(path):
+    """The one documented difference: for a query with no key, ours returns 0 on both of its paths; PyTorch's
+    explicit softmax (need_weights=True) gives NaN, its other paths NaN or 0 depending on the version."""
     ref = _torch_mha(8, 2, True, 0)
     ours = from_torch(ref)
     x = torch.randn(1, 4, 8, dtype=torch.float64)
     mask = make_padding_mask(torch.tensor([[0, 0, 3, 4]]), 0) & make_causal_mask(4)   # rows 0, 1 empty
+    k = x if path == "fast_path" else x.clone()                     # the fast path needs query is key is value
+    ours.need_weights = path == "need_weights"                      # our explicit path, or our SDPA path
     with torch.no_grad():
-        a = ours(x, x, x, mask)
-        b, _ = ref(x, x, x, attn_mask=mask_to_torch(mask, 2), need_weights=False)
+        a = ours(x, k, k, mask)
+        b, _ = ref(x, k, k, attn_mask=mask_to_torch(mask, 2), need_weights=path == "need_weights")
     assert torch.isfinite(a).all()
     torch.testing.assert_close(a[:, :2], ours.out_proj.bias.expand(1, 2, 8))        # attention output 0
     torch.testing.assert_close(a[:, 2:], b[:, 2:], atol=1e-6, rtol=0)
+    if path == "need_weights":
+        assert torch.isnan(b[:, :2]).all()                          # softmax of a row of -inf: 0/0
+        assert torch.equal(ours.attn_weights[..., :2, :], torch.zeros(1, 2, 2, 4, dtype=torch.float64))

@@ -20,10 +20,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore:.*nested tensors is in prototyp
 F64 = torch.float64
 
 
-
-
-
-
 def to_torch_layout(x, batch_first):
     return x if batch_first else x.transpose(0, 1)
 
@@ -84,6 +80,18 @@ def test_encoder_stack(norm_first, with_norm, nested):
     torch.testing.assert_close(out[real], ref[real], atol=1e-6, rtol=0)
     if not nested:
         torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+
+
+def test_encoder_stack_float32_agrees_to_float32_rounding():
+    """Chapter 12's claim: in float32 the converted stack differs from PyTorch's by ~1e-7 (float32's epsilon)."""
+    torch.manual_seed(4)
+    theirs = randomise(nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 3), 4).eval()
+    ours = from_torch(theirs)
+    assert ours.layers[0].self_attn.in_proj.weight.dtype == torch.float32
+    x, real = torch.randn(3, 9, 32), real_tokens(3, 9, 4)
+    with torch.no_grad():
+        diff = (ours(x, real[:, None, None, :]) - theirs(x, src_key_padding_mask=~real))[real].abs().max()
+    assert diff < 1e-5            # float32 rounding level, five orders of magnitude above float64's
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -184,6 +184,14 @@ def test_bleu_by_hand():
     assert bleu_from_tokens([ref], [ref]) == pytest.approx(100.0)
 
 
+def test_bleu_from_tokens_and_round_trip_rate_errors():
+    with pytest.raises(ValueError, match="got 2 hypotheses but 1 references"):
+        bleu_from_tokens([["a"], ["b"]], [["a"]])
+    assert bleu_from_tokens([[]], [["a", "b"]]) == 0.0                    # an empty corpus scores 0, not NaN
+    with pytest.raises(ValueError, match="texts must not be empty"):
+        round_trip_rate(None, [])
+
+
 def test_corpus_bleu_signature_and_errors():
     score, sig = corpus_bleu(["A man rides a bike."], ["A man rides a bike."])
     assert score == pytest.approx(100.0)

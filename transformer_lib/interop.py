@@ -136,7 +136,7 @@ def _from_multihead_attention(m: nn.MultiheadAttention) -> MultiHeadAttention:
     _copy_(ours.out_proj.bias, m.out_proj.bias, "out_proj.bias")
     return ours.train(m.training)
 
-# %% ../notebooks/12_interop.ipynb #2504b946
+# %% ../notebooks/12_interop.ipynb #8677a22a
 def _layer_settings(m: nn.Module) -> dict:
     """Hyperparameters of an nn.TransformerEncoderLayer / DecoderLayer, refusing what we do not implement."""
     name = type(m).__name__
@@ -193,9 +193,7 @@ def _from_decoder_layer(m: nn.TransformerDecoderLayer) -> DecoderLayer:
 def _from_stack(m: nn.Module, stack_cls: type, convert_layer: Callable) -> nn.Module:
     if len(m.layers) == 0:
         raise ValueError(f"cannot convert an empty {type(m).__name__}")
-    s = _layer_settings(m.layers[0])
-    ours = _like(stack_cls(len(m.layers), s["d_model"], s["n_heads"], s["d_ff"], s["dropout"], s["norm_first"],
-                           s["attn_dropout"], s["ffn_dropout"], s["eps"], final_norm=m.norm is not None), m)
+    ours = _like(stack_cls(len(m.layers), **_layer_settings(m.layers[0]), final_norm=m.norm is not None), m)
     ours.layers = nn.ModuleList(convert_layer(layer) for layer in m.layers)
     if m.norm is not None:
         _copy_norm(ours.norm, m.norm)

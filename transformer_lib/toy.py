@@ -22,11 +22,13 @@ def toy_vocab_size(n_symbols: int) -> int:
 
 
 def make_toy_pairs(task: str, n: int, *, n_symbols: int = 10, min_len: int = 1, max_len: int = 10,
-                   seed: int = 0, exclude: set | None = None) -> list[tuple[list[int], list[int]]]:
+                   seed: int = 0, exclude: set | None = None,
+                   unique: bool = False) -> list[tuple[list[int], list[int]]]:
     """`n` pairs (src, tgt) = ([x..., eos], [bos, f(x)..., eos]) with f = copy, reverse or sort.
 
-    Lengths are uniform in [min_len, max_len]; sequences in `exclude` (tuples of symbols) are
-    never drawn. Deterministic for a given seed.
+    Lengths are uniform in [min_len, max_len]; sequences in `exclude` (tuples of symbols, without
+    eos) are never drawn, and with `unique=True` no sequence is drawn twice (for held-out sets).
+    Deterministic for a given seed.
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {sorted(TASKS)}, got {task!r}")
@@ -34,30 +36,47 @@ def make_toy_pairs(task: str, n: int, *, n_symbols: int = 10, min_len: int = 1, 
         raise ValueError(f"need 1 <= min_len <= max_len and n_symbols >= 1, got min_len={min_len}, "
                          f"max_len={max_len}, n_symbols={n_symbols}")
     g = torch.Generator().manual_seed(seed)
-    exclude = exclude or set()
+    exclude = set(exclude or ())                 # a copy: `unique` adds to it
     pairs, attempts = [], 0
     while len(pairs) < n:
         attempts += 1
         if attempts > 100 * n + 1000:
-            raise ValueError("could not draw enough sequences outside `exclude`; widen the lengths or symbols")
+            raise ValueError(f"could not draw {n} sequences outside `exclude` (unique={unique}) in {attempts - 1} "
+                             f"attempts; widen the lengths or symbols")
         length = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
         xs = torch.randint(FIRST_SYMBOL, FIRST_SYMBOL + n_symbols, (length,), generator=g).tolist()
         if tuple(xs) in exclude:
             continue
+        if unique:
+            exclude.add(tuple(xs))
         pairs.append((xs + [EOS], [BOS, *TASKS[task](xs), EOS]))
     return pairs
 
 
 def toy_split(task: str, n_train: int, n_test: int, *, seed: int = 0, **kwargs):
-    """Disjoint train and held-out test pairs: (train, test). kwargs go to `make_toy_pairs`."""
+    """Train and held-out test pairs, (train, test), with no training sequence in the test set.
+
+    kwargs go to `make_toy_pairs`. The test set may repeat a sequence (the chapter draws its held-out
+    sets with `make_toy_pairs(..., unique=True)` instead).
+    """
     test = make_toy_pairs(task, n_test, seed=seed + 1, **kwargs)
     held_out = {tuple(src[:-1]) for src, _ in test}
     return make_toy_pairs(task, n_train, seed=seed, exclude=held_out, **kwargs), test
 
 
 def exact_match(pred: torch.Tensor, target: Sequence[Sequence[int]], pad_id: int = PAD) -> float:
-    """Fraction of rows of `pred` (B, T) equal to the target sequences, ignoring padding after the end."""
+    """Fraction of rows of `pred` (B, T) equal to the target sequences, ignoring the padding after the end.
+
+    Only trailing padding is dropped: a `pad_id` the model wrote in the middle of a row is an error.
+    """
+    if not isinstance(pred, torch.Tensor) or pred.dim() != 2:
+        raise ValueError(f"pred must be a (B, T) tensor of token ids, got "
+                         f"{tuple(pred.shape) if isinstance(pred, torch.Tensor) else type(pred).__name__}")
     if len(pred) != len(target):
         raise ValueError(f"pred has {len(pred)} rows but there are {len(target)} targets")
-    hits = sum([t for t in row if t != pad_id] == list(ref) for row, ref in zip(pred.tolist(), target))
+    hits = 0
+    for row, ref in zip(pred.tolist(), target):
+        while row and row[-1] == pad_id:
+            row.pop()
+        hits += row == list(ref)
     return hits / max(len(target), 1)
