@@ -156,6 +156,17 @@ def test_resume_equals_uninterrupted_and_results_record(tmp_path):
 
 
 @needs_data
+def test_time_budget_stops_training(tmp_path):
+    """No step limit, a 1 s budget: training stops at the first step whose clock reading reaches it."""
+    result = run(tiny_recipe(tmp_path / "budget", max_steps=0, epochs=0, time_budget_s=1.0))
+    hist = result.history
+    assert len(hist) >= 2 and [h["step"] for h in hist] == list(range(1, len(hist) + 1))
+    assert all(h["elapsed_s"] < 1.0 for h in hist[:-1]) and hist[-1]["elapsed_s"] >= 1.0
+    assert result.results["training_seconds"] == pytest.approx(hist[-1]["elapsed_s"], abs=0.5)
+    assert result.results["steps"] == len(hist)
+
+
+@needs_data
 def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     run(tiny_recipe(out, max_steps=2))

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transformer_lib import training
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import (
     LabelSmoothingLoss,
@@ -17,6 +18,7 @@ from transformer_lib.training import (
     Batch,
     BatchLoader,
     TokenBatchSampler,
+    TrainingClock,
     autocast_dtype,
     collate,
     pad_sequences,
@@ -213,3 +215,149 @@ def test_batch_to_keeps_counts():
     b = collate(_copy_task(3), PAD)
     moved = b.to("cpu")
     assert isinstance(moved, Batch) and moved.n_tokens == b.n_tokens and torch.equal(moved.src, b.src)
+
+
+def test_padding_does_not_change_the_loss():
+    """Eq. batch-loss: extra padding columns change neither what the model computes nor the mean."""
+    model, _, _ = _setup(dropout=0.0)
+    model.eval()
+    short = collate(_copy_task(5), PAD)
+    loss_fn = LabelSmoothingLoss(10, 0.1, PAD)
+    with torch.no_grad():
+        a = loss_fn(model(short.src, short.tgt_in), short.tgt_out)
+        b = loss_fn(model(F.pad(short.src, (0, 4)), F.pad(short.tgt_in, (0, 3))), F.pad(short.tgt_out, (0, 3)))
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+
+
+class _FakeTime:
+    """Stands in for time.perf_counter: advances only when told to."""
+
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_training_clock_pauses_and_stops(monkeypatch):
+    fake = _FakeTime()
+    monkeypatch.setattr(training.time, "perf_counter", fake)
+    clock = TrainingClock("cpu", start_s=2.0)
+    fake.t += 3.0
+    assert clock() == 5.0
+    with clock.paused() as reading:
+        fake.t += 50.0                                  # evaluation: not training time
+        assert reading == clock() == 5.0
+        with clock.paused():                            # nested pauses are harmless
+            fake.t += 1.0
+    fake.t += 1.0
+    assert clock() == 6.0
+    assert clock.stop() == 6.0
+    fake.t += 10.0
+    assert clock() == 6.0
+
+
+def test_time_budget_excludes_paused_callbacks(monkeypatch):
+    """Each update 'takes' 1 s, each callback 100 s inside clock.paused(): a 5.5 s budget stops at step 6."""
+    fake = _FakeTime()
+    monkeypatch.setattr(training.time, "perf_counter", fake)
+    pairs = _copy_task(64)
+    loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
+    model, opt, sched = _setup()
+    base_loss = LabelSmoothingLoss(10, 0.0, PAD)
+
+    def slow_loss(logits, target):
+        fake.t += 1.0
+        return base_loss(logits, target)
+
+    clock = TrainingClock("cpu")
+    steps = []
+
+    def evaluate(step):
+        steps.append(step)
+        with clock.paused():
+            fake.t += 100.0
+
+    hist = train(model, loader, slow_loss, opt, sched, max_steps=None, time_budget_s=5.5, log_every=4,
+                 device="cpu", progress=False, callback=evaluate, clock=clock)
+    assert steps == [1, 2, 3, 4, 5, 6]                   # stopped by the budget, not by a step limit
+    assert [r["step"] for r in hist] == [4, 6]           # a record at every log step and at the last
+    assert [r["elapsed_s"] for r in hist] == [4.0, 6.0]
+    assert hist[1]["tokens_per_s"] == pytest.approx(hist[1]["tokens"] / 2.0)
+    # without the pause, the first callback alone would exhaust the budget
+    model, opt, sched = _setup()
+    steps.clear()
+    train(model, loader, slow_loss, opt, sched, max_steps=None, time_budget_s=5.5, log_every=4, device="cpu",
+          progress=False, callback=lambda step: (steps.append(step), setattr(fake, "t", fake.t + 100.0)))
+    assert steps == [1, 2]
+
+
+def test_train_hooks_prefetch_and_history():
+    pairs = _copy_task(64)
+    loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
+    model, opt, sched = _setup()
+    seen = []
+
+    def prefetch(batches, device):
+        for b in batches:
+            seen.append(b.n_tokens)
+            yield b.to(device)
+
+    earlier = [{"step": 0, "note": "from a checkpoint"}]
+    hist = train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=len(loader) + 2,
+                 log_every=3, device="cpu", progress=False, prefetch=prefetch, history=earlier)
+    assert hist is earlier and hist[0]["note"] == "from a checkpoint"
+    assert len(seen) == len(loader) + 2                 # every batch went through the hook, over two epochs
+    assert sum(r["tokens"] for r in hist[1:]) == sum(seen)
+    assert hist[-1]["step"] == len(loader) + 2 and hist[-1]["epoch"] == 1
+
+
+def test_train_bad_arguments():
+    pairs = _copy_task(8)
+    loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
+    model, opt, _ = _setup()
+    with pytest.raises(ValueError, match="give max_steps or time_budget_s"):
+        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, max_steps=None, device="cpu", progress=False)
+    with pytest.raises(ValueError, match="log_every must be >= 1, got 0"):
+        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, max_steps=2, log_every=0, device="cpu",
+              progress=False)
+
+
+def _budget_worker(rank, world_size, store, out):
+    """One of two gloo processes: its clock runs 10x faster on rank 0, which alone runs out of time."""
+    import datetime
+
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=60))     # a process left waiting fails, not hangs
+    try:
+        pairs = _copy_task(64)
+        sampler = TokenBatchSampler([len(t) for _, t in pairs], 100, num_replicas=world_size, rank=rank)
+        loader = BatchLoader(pairs, sampler, PAD)
+        model, opt, sched = _setup()
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        calls = [0]
+
+        def clock():                      # read at the start and at every log record
+            calls[0] += 1
+            return calls[0] * (1.0 if rank == 0 else 0.1)
+
+        hist = train(ddp, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=50, time_budget_s=1.5,
+                     log_every=2, device="cpu", progress=False, clock=clock)
+        torch.save({"hist": hist, "weights": [p.detach() for p in model.parameters()]}, f"{out}/rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_data_parallel_processes_log_one_loss_and_stop_together(tmp_path):
+    """Under torch.distributed, train sums the log over processes and stops all of them at one step,
+    even when only one process's clock has passed the budget (otherwise the other would hang)."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_budget_worker, args=(2, str(tmp_path / "store"), str(tmp_path)), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    assert [h["step"] for h in r0["hist"]] == [h["step"] for h in r1["hist"]] == [2]
+    assert r0["hist"][0]["loss"] == r1["hist"][0]["loss"] and r0["hist"][0]["tokens"] == r1["hist"][0]["tokens"]
+    assert all(torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"]))

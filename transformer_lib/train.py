@@ -40,12 +40,13 @@ from transformer_lib.optimization import (
 )
 from transformer_lib.training import (
     Batch,
+    TrainingClock,
     autocast_dtype,
     pad_sequences,
     pick_device,
     shift_targets,
     token_batches,
-    train_step,
+    train,
 )
 
 from .data import DataError, load_multi30k
@@ -197,7 +198,7 @@ def validate_recipe(r: Recipe) -> None:
         if getattr(r, name) < 1:
             raise RecipeError(f"{name} must be >= 1, got {getattr(r, name)}")
     for name in ("train_pairs", "epochs", "time_budget_s", "max_steps", "eval_every", "eval_sentences",
-                 "test_sentences", "clip_grad_norm", "length_penalty", "peak_lr"):
+                 "test_sentences", "clip_grad_norm", "length_penalty"):
         if getattr(r, name) < 0:
             raise RecipeError(f"{name} must be >= 0, got {getattr(r, name)}")
     if r.d_model % r.n_heads:
@@ -561,8 +562,10 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     if recipe.compile:
         trained = torch.compile(trained, dynamic=False)
 
+    clock = TrainingClock(device, start_s=train_seconds)    # training seconds; paused for evaluation
+
     def evaluate(epoch: int, beam: bool) -> dict:
-        rec = {"step": step, "epoch": epoch, "train_s": train_seconds,
+        rec = {"step": step, "epoch": epoch, "elapsed_s": clock(),
                "val_loss": validation_loss(model, val_loader, device, amp_dtype)}
         rec["bleu_greedy"] = timed_bleu(model, tokenizer, val_bleu_pairs, beam_size=1, alpha=recipe.length_penalty,
                                         device=device, amp_dtype=amp_dtype)["bleu"]
@@ -574,80 +577,39 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     def save(epoch_done: bool) -> None:
         save_checkpoint(ckpt_path, model, optimizer, scheduler, step=step,
                         extra={"recipe": asdict(recipe), "history": history, "evals": evals,
-                               "train_seconds": train_seconds, "epoch_done": epoch_done})
+                               "train_seconds": clock(), "epoch_done": epoch_done})
 
-    # --- the loop: train_step from chapter 13, plus time budget, evaluation, snapshots, checkpoints ---
+    # --- the loop: train() from chapter 13; this callback adds checkpoints, snapshots and evaluation ---
     steps_per_epoch = len(loader)
     if steps_per_epoch == 0:
         raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of {world_size} processes")
-    limit_steps = min(x for x in (recipe.max_steps or math.inf, recipe.epochs * steps_per_epoch or math.inf))
-    bar = tqdm(total=None if math.isinf(limit_steps) else int(limit_steps), initial=step, unit="step",
-               disable=not (is_main and recipe.progress), mininterval=1.0)
-    running, n_running, tokens = torch.zeros((), device=device), 0, 0
-    # How often to look at the clock: every step on one CPU process (cheap), else at log records, where
-    # the processes agree on stopping and the GPU is synchronised anyway.
-    check_every = 1 if device.type == "cpu" and world_size == 1 else recipe.log_every
-    seg_start = time.perf_counter()
-    stop = False
+    limit_steps = min(recipe.max_steps or math.inf, recipe.epochs * steps_per_epoch or math.inf)
 
-    def clock() -> float:                           # training seconds so far (device work finished)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return train_seconds + time.perf_counter() - seg_start
-
-    while not stop and step < limit_steps:
-        epoch, offset = divmod(step, steps_per_epoch)
-        loader.set_epoch(epoch)
-        log_start, log_tokens = clock(), 0
-        for batch in prefetch(loader.iter_from(offset), device):
-            lr = optimizer.param_groups[0]["lr"]
-            loss, _ = train_step(trained, batch, loss_fn, optimizer, scheduler,
-                                 clip_grad_norm=recipe.clip_grad_norm or None, amp_dtype=amp_dtype)
-            step += 1
-            running += loss
-            n_running += 1
-            tokens += batch.n_tokens
-            log_tokens += batch.n_tokens
-            bar.update(1)
-            if recipe.time_budget_s and check_every == 1 and step % recipe.log_every:
-                stop = clock() >= recipe.time_budget_s
-            if step % recipe.log_every == 0 or step >= limit_steps or stop:
-                now = clock()
-                stats = torch.tensor([running.item(), n_running, log_tokens, float(now >= (recipe.time_budget_s or math.inf))],
-                                     dtype=torch.float64, device=device)
-                if world_size > 1:                  # global loss and tokens/s; stop together
-                    dist.all_reduce(stats)
-                mean_loss = stats[0].item() / stats[1].item()
-                rec = {"step": step, "epoch": epoch, "loss": mean_loss, "lr": lr, "tokens": int(stats[2].item()),
-                       "tokens_per_s": stats[2].item() / max(now - log_start, 1e-9), "train_s": now}
-                history.append(rec)
-                bar.set_postfix(loss=f"{mean_loss:.3f}", tok_s=f"{rec['tokens_per_s']:,.0f}", lr=f"{lr:.1e}", refresh=False)
-                if not math.isfinite(mean_loss):
-                    raise FloatingPointError(f"training loss became {mean_loss} at step {step}; lower peak_lr, "
-                                             "raise warmup_steps or set clip_grad_norm")
-                running, n_running, log_start, log_tokens = torch.zeros((), device=device), 0, now, 0
-                stop = stop or stats[3].item() > 0 or step >= limit_steps
-            if step % recipe.checkpoint_every == 0 and is_main:
-                train_seconds = clock()
+    def after_step(s: int) -> None:                # runs on every process after every update
+        nonlocal step
+        step = s
+        if s % recipe.checkpoint_every == 0 and is_main:
+            with clock.paused():
                 save(epoch_done=False)
-                seg_start = time.perf_counter()
-            if stop:
-                break
-        train_seconds, seg_start = clock(), None
-        epoch_done = step % steps_per_epoch == 0
-        if is_main and epoch_done:
-            if recipe.average_last > 1:
-                _snapshot(model, out, epoch, recipe.average_last)
-            if recipe.eval_every and (epoch + 1) % recipe.eval_every == 0 and not stop:
-                evals.append(evaluate(epoch, recipe.eval_beam))
-                tqdm.write(f"epoch {epoch + 1}: val loss {evals[-1]['val_loss']:.3f}, greedy BLEU "
-                           f"{evals[-1]['bleu_greedy']:.1f}" + (f", beam {evals[-1]['bleu_beam']:.1f}"
-                                                               if 'bleu_beam' in evals[-1] else ""))
-        if world_size > 1:
-            dist.barrier()
-        seg_start = time.perf_counter()
-    bar.close()
-    train_seconds = clock()
+        if s % steps_per_epoch == 0:                # the end of an epoch
+            epoch = s // steps_per_epoch - 1
+            with clock.paused():
+                if is_main and recipe.average_last > 1:
+                    _snapshot(model, out, epoch, recipe.average_last)
+                if is_main and recipe.eval_every and (epoch + 1) % recipe.eval_every == 0 and s < limit_steps:
+                    evals.append(evaluate(epoch, recipe.eval_beam))
+                    tqdm.write(f"epoch {epoch + 1}: val loss {evals[-1]['val_loss']:.3f}, greedy BLEU "
+                               f"{evals[-1]['bleu_greedy']:.1f}" + (f", beam {evals[-1]['bleu_beam']:.1f}"
+                                                                   if 'bleu_beam' in evals[-1] else ""))
+                if world_size > 1:                  # the others wait for process 0's evaluation
+                    dist.barrier()
+
+    train(trained, loader, loss_fn, optimizer, scheduler, start_step=step,
+          max_steps=None if math.isinf(limit_steps) else int(limit_steps),
+          time_budget_s=recipe.time_budget_s or None, clip_grad_norm=recipe.clip_grad_norm or None,
+          device=device, amp=amp_dtype, log_every=recipe.log_every, progress=is_main and recipe.progress,
+          callback=after_step, clock=clock, prefetch=prefetch, history=history)
+    train_seconds = clock.stop()                   # what follows (evaluation, saving) is not training
 
     # --- the end: checkpoint, weight averaging, final evaluation, the results record ---
     results: dict = {}

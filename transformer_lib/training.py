@@ -3,6 +3,7 @@
 # %% ../notebooks/13_training.ipynb #2528f104
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -10,12 +11,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
 # %% auto #0
 __all__ = ['shift_targets', 'pad_sequences', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
-           'pick_device', 'autocast_dtype', 'train_step', 'train']
+           'pick_device', 'autocast_dtype', 'train_step', 'TrainingClock', 'train']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,7 +89,8 @@ def token_batches(lengths: Sequence[int], max_tokens: int, *, shuffle: bool = Tr
         raise ValueError(f"rank must be in [0, num_replicas={num_replicas}), got {rank}")
     lengths = torch.as_tensor(lengths, dtype=torch.long)
     if lengths.dim() != 1 or (lengths < 1).any():
-        raise ValueError("lengths must be a 1-D sequence of positive ints (one per sentence pair)")
+        raise ValueError("lengths must be a 1-D sequence of positive ints (one per sentence pair), got shape "
+                         f"{tuple(lengths.shape)} with minimum {lengths.min().item() if lengths.numel() else None}")
     g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     order = torch.randperm(len(lengths), generator=g) if shuffle else torch.arange(len(lengths))
     order = order[torch.argsort(lengths[order], stable=True)]          # by length, ties shuffled
@@ -200,60 +203,128 @@ def train_step(model: nn.Module, batch: Batch, loss_fn: Callable, optimizer: tor
         scheduler.step()
     return loss.detach(), grad_norm
 
-# %% ../notebooks/13_training.ipynb #1dab143e
+# %% ../notebooks/13_training.ipynb #bcd22a24
+class TrainingClock:
+    """Seconds of training: `start_s` plus the wall time since creation, minus time spent in `paused()`.
+
+    On CUDA, reading the clock waits for the queued GPU work first, so it counts work done.
+    """
+
+    def __init__(self, device: str | torch.device = "cpu", start_s: float = 0.0):
+        self.device, self.start_s = torch.device(device), float(start_s)
+        self._t0, self._frozen = time.perf_counter(), None
+
+    def __call__(self) -> float:
+        if self._frozen is not None:
+            return self._frozen
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return self.start_s + time.perf_counter() - self._t0
+
+    def stop(self) -> float:
+        """Stop the clock for good (training is over) and return its reading."""
+        self._frozen = self()
+        return self._frozen
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[float]:
+        """Stop the clock for the body of a `with` block (evaluation, checkpoints); yields the reading."""
+        if self._frozen is not None:                        # already paused: nested use
+            yield self._frozen
+            return
+        self._frozen = self()
+        try:
+            yield self._frozen
+        finally:
+            self.start_s, self._t0, self._frozen = self._frozen, time.perf_counter(), None
+
+
+def _copy_to_device(batches: Iterable[Batch], device: torch.device) -> Iterator[Batch]:
+    for batch in batches:
+        yield batch.to(device, non_blocking=True)
+
+# %% ../notebooks/13_training.ipynb #718c8f58
 def train(model: nn.Module, loader: Iterable[Batch], loss_fn: Callable, optimizer: torch.optim.Optimizer,
-          scheduler=None, *, max_steps: int, start_step: int = 0, clip_grad_norm: float | None = None,
-          device: str | torch.device | None = None, amp: str | torch.dtype | None = "auto",
-          log_every: int = 10, progress: bool = True, callback: Callable[[int], None] | None = None) -> list[dict]:
-    """Train for updates start_step+1 … max_steps over epochs of `loader`; returns the log.
+          scheduler=None, *, max_steps: int | None, start_step: int = 0, time_budget_s: float | None = None,
+          clip_grad_norm: float | None = None, device: str | torch.device | None = None,
+          amp: str | torch.dtype | None = "auto", log_every: int = 10, progress: bool = True,
+          callback: Callable[[int], None] | None = None, clock: TrainingClock | None = None,
+          prefetch: Callable[[Iterator[Batch], torch.device], Iterator[Batch]] | None = None,
+          history: list[dict] | None = None) -> list[dict]:
+    """Train for updates start_step+1 … max_steps over epochs of `loader`, or until `clock()` reaches
+    `time_budget_s` (None = no limit; at least one of the two must be given); returns the log.
 
     `loader` yields `Batch`es and has `len()`; if it has `set_epoch(e)` it is called at each epoch
     start, and `iter_from(k)` (else islice) starts mid-epoch when resuming. Create the optimizer
-    after moving the model to its device (or move it before, with `pick_device`). Every `log_every`
-    steps a record {step, epoch, loss (mean since the last record), lr, tokens_per_s, grad_norm,
-    elapsed_s} is appended to the returned list and shown in the progress bar.
+    after moving the model to its device (or move it before, with `pick_device`). `callback(step)`
+    runs after every update; time it spends inside `clock.paused()` is not training time. `clock`
+    defaults to a `TrainingClock` started now; `prefetch(batches, device)` moves batches to the
+    device (default: one by one). Every `log_every` steps a record {step, epoch, loss (mean since
+    the last record, over all processes under torch.distributed), lr, tokens, tokens_per_s,
+    grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list), which is returned.
     """
+    if max_steps is None and time_budget_s is None:
+        raise ValueError("give max_steps or time_budget_s (or both): with neither, training would never stop")
+    if log_every < 1:
+        raise ValueError(f"log_every must be >= 1, got {log_every}")
     device = pick_device(device)
     model.to(device)
     amp_dtype = autocast_dtype(device, amp)
     steps_per_epoch = len(loader)
     if steps_per_epoch == 0:
-        raise ValueError("loader has no batches")
-    history: list[dict] = []
+        raise ValueError("loader has no batches (len(loader) == 0)")
+    world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    clock = TrainingClock(device) if clock is None else clock
+    prefetch = _copy_to_device if prefetch is None else prefetch
+    history = [] if history is None else history
+    limit = math.inf if max_steps is None else max_steps
+    budget = math.inf if time_budget_s is None else time_budget_s
+    # The clock is free to read on one CPU process; elsewhere read it only at log records, where the
+    # GPU is synchronised anyway and the processes can agree on stopping.
+    check_every = 1 if device.type == "cpu" and world_size == 1 else log_every
     bar = tqdm(total=max_steps, initial=start_step, disable=not progress, unit="step", mininterval=0.5)
-    running, n_running, tokens, step = torch.zeros((), device=device), 0, 0, start_step
-    start = window_start = time.perf_counter()
-    while step < max_steps:
-        epoch, offset = divmod(step, steps_per_epoch)
-        if hasattr(loader, "set_epoch"):
-            loader.set_epoch(epoch)
-        batches = loader.iter_from(offset) if hasattr(loader, "iter_from") else itertools.islice(loader, offset, None)
-        for batch in batches:
-            batch = batch.to(device, non_blocking=True)
-            lr = optimizer.param_groups[0]["lr"]                # the rate this update runs with
-            loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler,
-                                         clip_grad_norm=clip_grad_norm, amp_dtype=amp_dtype)
-            step += 1
-            running += loss
-            n_running += 1
-            tokens += batch.n_tokens
-            bar.update(1)
-            if step % log_every == 0 or step == max_steps:
-                now = time.perf_counter()
-                record = {"step": step, "epoch": epoch, "loss": running.item() / n_running,
-                          "lr": lr, "tokens_per_s": tokens / max(now - window_start, 1e-9),
-                          "grad_norm": None if grad_norm is None else float(grad_norm), "elapsed_s": now - start}
-                history.append(record)
-                bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}",
-                                lr=f"{record['lr']:.2e}", refresh=False)
-                if not math.isfinite(record["loss"]):
-                    bar.close()
-                    raise FloatingPointError(f"loss became {record['loss']} at step {step}; lower the learning "
-                                             "rate or enable clip_grad_norm")
-                running, n_running, tokens, window_start = torch.zeros((), device=device), 0, 0, now
-            if callback is not None:
-                callback(step)
-            if step >= max_steps:
-                break
-    bar.close()
+    running, n_running, tokens, step, stop = torch.zeros((), device=device), 0, 0, start_step, False
+    window_start = clock()
+    try:
+        while step < limit and not stop:
+            epoch, offset = divmod(step, steps_per_epoch)
+            if hasattr(loader, "set_epoch"):
+                loader.set_epoch(epoch)
+            batches = loader.iter_from(offset) if hasattr(loader, "iter_from") else itertools.islice(loader, offset, None)
+            for batch in prefetch(batches, device):
+                lr = optimizer.param_groups[0]["lr"]            # the rate this update runs with
+                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler,
+                                             clip_grad_norm=clip_grad_norm, amp_dtype=amp_dtype)
+                step += 1
+                running += loss
+                n_running += 1
+                tokens += batch.n_tokens
+                bar.update(1)
+                if time_budget_s is not None and check_every == 1 and step % log_every:
+                    stop = clock() >= budget
+                if step % log_every == 0 or step >= limit or stop:
+                    now = clock()
+                    stats = [running.item(), n_running, tokens, float(now >= budget)]
+                    if world_size > 1:                      # sums over processes: global loss, tokens, stop
+                        summed = torch.tensor(stats, dtype=torch.float64, device=device)
+                        dist.all_reduce(summed)
+                        stats = summed.tolist()
+                    loss_sum, n, n_tokens, out_of_time = stats
+                    record = {"step": step, "epoch": epoch, "loss": loss_sum / n, "lr": lr, "tokens": int(n_tokens),
+                              "tokens_per_s": n_tokens / max(now - window_start, 1e-9),
+                              "grad_norm": None if grad_norm is None else float(grad_norm), "elapsed_s": now}
+                    history.append(record)
+                    bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}",
+                                    lr=f"{record['lr']:.2e}", refresh=False)
+                    if not math.isfinite(record["loss"]):
+                        raise FloatingPointError(f"loss became {record['loss']} at step {step}; lower the learning "
+                                                 "rate, lengthen the warm-up or enable clip_grad_norm")
+                    running, n_running, tokens, window_start = torch.zeros((), device=device), 0, 0, now
+                    stop = stop or out_of_time > 0
+                if callback is not None:
+                    callback(step)
+                if stop or step >= limit:
+                    break
+    finally:
+        bar.close()
     return history
