@@ -15,6 +15,7 @@ from torch import nn
 from transformer_lib import char_model as ex3
 from transformer_lib import exercises as ex
 from transformer_lib.layer_norm import LayerNorm, ResidualConnection
+from transformer_lib.masking import make_causal_mask
 from transformer_lib.multi_head_attention import MultiHeadAttention
 from transformer_lib.toy import PAD, make_toy_pairs, toy_split
 from transformer_lib.training import collate
@@ -77,6 +78,13 @@ def test_checker_reports_an_exception_in_the_readers_code_instead_of_raising(cap
     assert "✗" in capsys.readouterr().out
 
 
+def test_checker_names_the_line_of_the_readers_code_not_of_torch():
+    def make_pre_ln(model):
+        return nn.Linear(2, 3)(torch.zeros(4))          # fails inside torch.nn
+    result = ex.check_pre_ln(make_pre_ln)
+    assert not result.passed and "RuntimeError" in result.message and "in make_pre_ln" in result.message
+
+
 def test_check_result_prints_verdict_and_hint():
     assert str(ex.CheckResult("E", True, "fine")) == "✓ E: fine"
     assert str(ex.CheckResult("E", False, "bad", "do x")) == "✗ E: bad\n  Hint: do x"
@@ -116,19 +124,57 @@ def _normed_residual(model):
     return model
 
 
+def _only_encoder_converted(ex1):      # the decoder's layers are left post-LN
+    def make(model):
+        d = model.config.d_model
+        for layer in model.encoder.layers:
+            for name, child in list(layer.named_children()):
+                if isinstance(child, ResidualConnection):
+                    setattr(layer, name, ex1["PreLNResidual"](d))
+        model.encoder.norm, model.decoder.norm = LayerNorm(d), LayerNorm(d)
+        return model
+    return make
+
+
+def _final_norm_on_encoder_only(ex1):
+    def make(model):
+        model = ex1["make_pre_ln"](model)
+        model.decoder.norm = None
+        return model
+    return make
+
+
+def _dropout_dropped(ex1):          # right in evaluation mode, but every new residual has p = 0
+    def make(model):
+        d = model.config.d_model
+        for layer in [*model.encoder.layers, *model.decoder.layers]:
+            for name, child in list(layer.named_children()):
+                if isinstance(child, ResidualConnection):
+                    setattr(layer, name, ex1["PreLNResidual"](d))
+        model.encoder.norm, model.decoder.norm = LayerNorm(d), LayerNorm(d)
+        return model
+    return make
+
+
 def _fresh_model(model):          # builds a new pre-LN model: right architecture, new weights
     return ex.toy_model(n_layers=2, d_model=16, n_heads=2, norm_first=True, seed=99)
 
 
 @pytest.mark.parametrize("wrong, words", [
-    (lambda m: m, ["post-LN"]),
-    ("no_final_norm", ["final LayerNorm"]),
+    (lambda m: m, ["post-LN Transformer"]),
+    ("no_final_norm", ["encoder and the decoder", "final LayerNorm"]),
+    ("decoder_post_ln", ["decoder is still post-LN", "encoder is right", "model.decoder.layers"]),
+    ("decoder_no_final_norm", ["decoder is pre-LN", "not normalised", "model.decoder.norm", "encoder is right"]),
+    ("dropout_dropped", ["dropout layers now have p = 0", "child.dropout.p"]),
     (_normed_residual, ["LN(x)"]),
     (_fresh_model, ["keep every existing weight"]),
     (lambda m: None, ["return model"]),
-], ids=["unchanged", "no-final-norm", "normed-residual", "new-weights", "returns-none"])
+], ids=["unchanged", "no-final-norm", "decoder-post-ln", "decoder-no-final-norm", "dropout-dropped",
+        "normed-residual", "new-weights", "returns-none"])
 def test_pre_ln_rejects_wrong_answers(ex1, wrong, words):
-    make = _without_final_norm(ex1) if wrong == "no_final_norm" else wrong
+    built_from_solution = {"no_final_norm": _without_final_norm, "decoder_post_ln": _only_encoder_converted,
+                           "decoder_no_final_norm": _final_norm_on_encoder_only, "dropout_dropped": _dropout_dropped}
+    make = built_from_solution[wrong](ex1) if isinstance(wrong, str) else wrong
     assert fails(ex.check_pre_ln(make), *words)
 
 
@@ -183,6 +229,14 @@ def _acc_over_batch(model, pairs):
     return ((pred == batch.tgt_out) & (batch.tgt_out != PAD)).float().mean(0)
 
 
+def _acc_against_tgt_in(model, pairs):    # compares the predictions with the decoder's inputs
+    model.eval()
+    batch = collate(pairs, PAD)
+    pred = model(batch.src, batch.tgt_in).argmax(-1)
+    real = batch.tgt_out != PAD
+    return ((pred == batch.tgt_in) & real).sum(0) / real.sum(0)
+
+
 def _acc_overall(model, pairs):
     model.eval()
     batch = collate(pairs, PAD)
@@ -195,9 +249,10 @@ def _acc_overall(model, pairs):
     (_acc_train_mode, ["training mode", "eval"]),
     (_acc_pads_counted, ["padding"]),
     (_acc_over_batch, ["batch size"]),
+    (_acc_against_tgt_in, ["tgt_in", "tgt_out"]),
     (_acc_overall, ["differ"]),
     (lambda model, pairs: None, ["None"]),
-], ids=["train-mode", "pads-counted", "over-batch", "one-number", "none"])
+], ids=["train-mode", "pads-counted", "over-batch", "against-tgt-in", "one-number", "none"])
 def test_accuracy_by_position_rejects_wrong_answers(wrong, words):
     assert fails(ex.check_accuracy_by_position(wrong), *words)
 
@@ -236,6 +291,24 @@ def test_char_model_accepts_solution():
     assert ex.check_char_model(ex3.CharModel).passed
 
 
+def test_char_model_causal_by_name_equals_the_explicit_causal_mask():
+    """The solution passes is_causal=True to its blocks; that is the model with make_causal_mask(T)."""
+    torch.manual_seed(0)
+    model = ex3.CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2).double().eval()
+    idx = torch.randint(0, 11, (3, 16))
+    with torch.no_grad():
+        x = model.tok_embed(idx) + model.pos_embed.weight[:16]
+        for block in model.blocks:
+            x = block(x, make_causal_mask(16))
+        assert torch.allclose(model(idx), model.head(model.norm(x)), atol=1e-12)
+
+
+def test_char_model_check_leaves_the_fast_attention_path_on():
+    model = ex3.CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2)
+    ex._check_attends_to_itself(model, torch.zeros(1, 16, dtype=torch.long))
+    assert not any(m.need_weights for m in model.modules() if isinstance(m, MultiHeadAttention))
+
+
 class _NoMask(ex3.CharModel):          # sees the future
     def forward(self, idx):
         x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:idx.shape[1]])
@@ -252,6 +325,32 @@ class _OnlyItself(ex3.CharModel):      # attends to its own position only: a big
         for block in self.blocks:
             x = block(x, mask)
         return self.head(self.norm(x))
+
+
+class _StrictlyLowerMask(ex3.CharModel):   # off-by-one: the diagonal masked out; causal and uses the past
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:T])
+        mask = torch.ones(T, T, dtype=torch.bool).tril(-1)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.norm(x))
+
+
+class _OneFutureToken(ex3.CharModel):     # off-by-one the other way: sees position t + 1
+    def forward(self, idx):
+        T = idx.shape[1]
+        x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:T])
+        mask = torch.ones(T, T, dtype=torch.bool).tril(1)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.head(self.norm(x))
+
+
+class _Untied(ex3.CharModel):            # an output layer of its own
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.head = nn.Linear(self.tok_embed.embedding_dim, self.vocab_size, bias=False)
 
 
 class _NoBlockSize(ex3.CharModel):
@@ -272,11 +371,15 @@ class _Mlp(nn.Module):                  # no transformer_lib attention at all
 
 @pytest.mark.parametrize("wrong, words", [
     (_NoMask, ["sees the future", "make_causal_mask"]),
+    (_OneFutureToken, ["sees the future"]),
+    (_StrictlyLowerMask, ["diagonal", "off-by-one"]),
     (_OnlyItself, ["do not depend"]),
+    (_Untied, ["not tied", "self.head.weight = self.tok_embed.weight"]),
     (_NoBlockSize, ["block_size"]),
     (_Mlp, ["MultiHeadAttention"]),
     (None, ["None"]),
-], ids=["no-causal-mask", "bigram", "no-block-size", "no-attention", "none"])
+], ids=["no-causal-mask", "one-future-token", "diagonal-masked", "bigram", "untied", "no-block-size",
+        "no-attention", "none"])
 def test_char_model_rejects_wrong_answers(wrong, words):
     assert fails(ex.check_char_model(wrong), *words)
 
@@ -390,7 +493,11 @@ def test_reversal_score_rejects_wrong_answers(ex4):
                 total += w[b, :, t, nb - t]
                 count += 1
         return total / count
-    assert fails(ex.check_reversal_score(off_by_one), "n-1-t")
+    assert fails(ex.check_reversal_score(off_by_one), "reads source position n-t", "off-by-one")
+
+    def mean_of_means(w, n):
+        return torch.stack([score(w[b:b + 1], n[b:b + 1]) for b in range(len(n))]).mean(0)
+    assert fails(ex.check_reversal_score(mean_of_means), "per-sequence means")
     assert fails(ex.check_reversal_score(lambda w, n: None), "None")
 
 
@@ -404,10 +511,12 @@ def test_rope_accepts_solution(ex5):
     (lambda x, offset=0: ex._rope_reference(x, offset, layout="halves"), ["GPT-NeoX"]),
     (lambda x, offset=0: ex._rope_reference(x, offset, sign=-1.0), ["other way"]),
     (lambda x, offset=0: ex._rope_reference(x, 0), ["offset"]),
-    (lambda x, offset=0: ex._rope_reference(x, offset, base=100.0), ["differs"]),
+    (lambda x, offset=0: ex._rope_reference(x, offset + 1), ["counted from 1"]),
+    (lambda x, offset=0: ex._rope_reference(x, offset, step=1), ["10000^(-i/d)"]),
+    (lambda x, offset=0: ex._rope_reference(x, offset, base=500.0), ["differs"]),
     (lambda x, offset=0: x, ["unchanged"]),
     (lambda x, offset=0: 1.5 * ex._rope_reference(x, offset), ["lengths change"]),
-], ids=["halves", "sign", "no-offset", "wrong-base", "identity", "scaled"])
+], ids=["halves", "sign", "no-offset", "from-one", "frequencies", "wrong-base", "identity", "scaled"])
 def test_rope_rejects_wrong_answers(wrong, words):
     assert fails(ex.check_rope(wrong), *words)
 
@@ -441,10 +550,35 @@ def test_rotary_attention_accepts_solution(ex5):
     assert ex.check_rotary_attention(ex5["RotaryMultiHeadAttention"]).passed
 
 
-def _rotary(rotate_k=True, rotate_v=False, per_head=True):
+def _rotary(use_mask=True, **kwargs):
+    class Wrong(MultiHeadAttention):
+        def forward(self, query, key, value, mask=None, cache=None, static_kv=False, is_causal=False):
+            if is_causal:
+                mask = make_causal_mask(query.shape[1])
+            return ex._rotary_reference(self, query, mask if use_mask else None, **kwargs)
+    return Wrong
+
+
+def _rotary_from_solution(ex5, signature_without_is_causal=False):
+    """The solution's module, but is_causal ignored (or not even accepted)."""
+    class Wrong(ex5["RotaryMultiHeadAttention"]):
+        def forward(self, query, key, value, mask=None, cache=None, static_kv=False, **kwargs):
+            if signature_without_is_causal and kwargs:
+                raise TypeError(f"forward() got an unexpected keyword argument {next(iter(kwargs))!r}")
+            return super().forward(query, key, value, mask)
+    return Wrong
+
+
+def _rotary_unscaled(ex5):               # written out by hand, as a reader would, without the 1/sqrt(d_k)
+    rope = ex5["rope"]
+
     class Wrong(MultiHeadAttention):
         def forward(self, query, key, value, mask=None, cache=None, static_kv=False):
-            return ex._rotary_reference(self, query, mask, rotate_k=rotate_k, rotate_v=rotate_v, per_head=per_head)
+            B, L, d = query.shape
+            q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))   # (B, h, L, d_k)
+            scores = rope(q) @ rope(k).transpose(-2, -1)                                     # (B, h, L, L)
+            weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+            return self.out_proj((weights @ v).transpose(1, 2).reshape(B, L, d))
     return Wrong
 
 
@@ -452,9 +586,18 @@ def _rotary(rotate_k=True, rotate_v=False, per_head=True):
     (_rotary(rotate_k=False), ["only the queries", "keys too"]),
     (_rotary(per_head=False), ["before splitting the heads"]),
     (_rotary(rotate_v=True), ["values are rotated"]),
+    ("unscaled", ["not divided by √d_k"]),
+    ("ignores_is_causal", ["is_causal=True gives another output", "make_causal_mask"]),
+    ("no_is_causal", ["does not take the argument is_causal"]),
+    (_rotary(scale="d_model"), ["√d_model instead of √d_k"]),
+    (_rotary(use_mask=False), ["mask is ignored"]),
     (MultiHeadAttention, ["nothing is rotated"]),
-], ids=["keys-unrotated", "over-d-model", "values-rotated", "plain"])
-def test_rotary_attention_rejects_wrong_answers(wrong, words):
+], ids=["keys-unrotated", "over-d-model", "values-rotated", "unscaled", "ignores-is-causal", "no-is-causal",
+        "scaled-by-d-model", "mask-ignored", "plain"])
+def test_rotary_attention_rejects_wrong_answers(ex5, wrong, words):
+    built_from_solution = {"unscaled": _rotary_unscaled, "ignores_is_causal": _rotary_from_solution,
+                           "no_is_causal": lambda ex5: _rotary_from_solution(ex5, signature_without_is_causal=True)}
+    wrong = built_from_solution[wrong](ex5) if isinstance(wrong, str) else wrong
     assert fails(ex.check_rotary_attention(wrong), *words)
 
 

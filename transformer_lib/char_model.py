@@ -14,7 +14,6 @@ from torch import nn
 
 from .encoder import EncoderLayer
 from .layer_norm import LayerNorm
-from .masking import make_causal_mask
 from .positional import PositionalEncoding
 
 # %% auto #0
@@ -105,9 +104,8 @@ class CharModel(nn.Module):
         elif self.sinusoids is not None:
             x = self.sinusoids(x)
         x = self.drop(x)
-        mask = make_causal_mask(T, idx.device)                       # (T, T), True = may attend
-        for block in self.blocks:
-            x = block(x, mask)                                       # (B, T, d_model)
+        for block in self.blocks:                                    # causal: mask = make_causal_mask(T), by name
+            x = block(x, is_causal=True)                             # (B, T, d_model)
         return self.head(self.norm(x))                               # (B, T, vocab_size)
 
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #d0eea550
