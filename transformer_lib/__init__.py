@@ -55,6 +55,7 @@ _LAZY = {
     "TokenBatchSampler": "training",
     "BatchLoader": "training",
     "collate": "training",
+    "TrainingClock": "training",
     "make_toy_pairs": "toy",
     # Capstone (chapters 17-18)
     "SubwordTokenizer": "text",
