@@ -105,6 +105,17 @@ def _without_final_norm(ex1):
     return make
 
 
+def _swap_residuals(model, layers, make):
+    """Replace every ResidualConnection of `layers` by make() and give both stacks a final LayerNorm."""
+    for layer in layers:
+        for name, child in list(layer.named_children()):
+            if isinstance(child, ResidualConnection):
+                setattr(layer, name, make())
+    d = model.config.d_model
+    model.encoder.norm, model.decoder.norm = LayerNorm(d), LayerNorm(d)
+    return model
+
+
 def _normed_residual(model):
     d = model.config.d_model
 
@@ -116,23 +127,13 @@ def _normed_residual(model):
         def forward(self, x, sublayer):
             h = self.norm(x)
             return h + sublayer(h)
-    for layer in [*model.encoder.layers, *model.decoder.layers]:
-        for name, child in list(layer.named_children()):
-            if isinstance(child, ResidualConnection):
-                setattr(layer, name, Wrong())
-    model.encoder.norm, model.decoder.norm = LayerNorm(d), LayerNorm(d)
-    return model
+    return _swap_residuals(model, [*model.encoder.layers, *model.decoder.layers], Wrong)
 
 
 def _only_encoder_converted(ex1):      # the decoder's layers are left post-LN
     def make(model):
         d = model.config.d_model
-        for layer in model.encoder.layers:
-            for name, child in list(layer.named_children()):
-                if isinstance(child, ResidualConnection):
-                    setattr(layer, name, ex1["PreLNResidual"](d))
-        model.encoder.norm, model.decoder.norm = LayerNorm(d), LayerNorm(d)
-        return model
+        return _swap_residuals(model, model.encoder.layers, lambda: ex1["PreLNResidual"](d))
     return make
 
 
@@ -147,12 +148,7 @@ def _final_norm_on_encoder_only(ex1):
 def _dropout_dropped(ex1):          # right in evaluation mode, but every new residual has p = 0
     def make(model):
         d = model.config.d_model
-        for layer in [*model.encoder.layers, *model.decoder.layers]:
-            for name, child in list(layer.named_children()):
-                if isinstance(child, ResidualConnection):
-                    setattr(layer, name, ex1["PreLNResidual"](d))
-        model.encoder.norm, model.decoder.norm = LayerNorm(d), LayerNorm(d)
-        return model
+        return _swap_residuals(model, [*model.encoder.layers, *model.decoder.layers], lambda: ex1["PreLNResidual"](d))
     return make
 
 

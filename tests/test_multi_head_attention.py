@@ -187,14 +187,18 @@ def test_kv_cache_self_attention_equals_full_causal(B, L, prompt, seed):
         torch.testing.assert_close(torch.cat(outs, dim=1), full)
 
 
-def test_kv_cache_several_new_tokens_with_offset_mask():
+@pytest.mark.parametrize("by_name", [False, True])
+def test_kv_cache_several_new_tokens(by_name):
+    """A prompt of 4, then 5 new tokens at once after the cache: with offset masks, or is_causal=True."""
     m = _mha(16, 2, 0)
     x = torch.randn(2, 9, 16, dtype=torch.float64)
+    masks = [{"is_causal": True}] * 2 if by_name else [{"mask": make_causal_mask(4)},
+                                                         {"mask": make_causal_mask(5, offset=4)}]
     with torch.no_grad():
         full = m(x, x, x, make_causal_mask(9))
         cache = {}
-        a = m(x[:, :4], x[:, :4], x[:, :4], make_causal_mask(4), cache=cache)
-        b = m(x[:, 4:], x[:, 4:], x[:, 4:], make_causal_mask(5, offset=4), cache=cache)
+        a = m(x[:, :4], x[:, :4], x[:, :4], cache=cache, **masks[0])
+        b = m(x[:, 4:], x[:, 4:], x[:, 4:], cache=cache, **masks[1])
     torch.testing.assert_close(torch.cat([a, b], 1), full)
 
 
@@ -217,18 +221,6 @@ def test_is_causal_equals_the_causal_mask(c, seed, need_weights, training):
         grads.append((out,) + torch.autograd.grad(out.square().sum(), [x, m.in_proj.weight]))
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
-
-
-def test_is_causal_with_a_cache_sees_the_past():
-    """A prompt with is_causal=True, then several new tokens at once with is_causal=True after the cache."""
-    m = _mha(16, 2, 3)
-    x = torch.randn(2, 9, 16, dtype=torch.float64)
-    with torch.no_grad():
-        full = m(x, x, x, make_causal_mask(9))
-        cache = {}
-        a = m(x[:, :4], x[:, :4], x[:, :4], cache=cache, is_causal=True)
-        b = m(x[:, 4:], x[:, 4:], x[:, 4:], cache=cache, is_causal=True)
-    torch.testing.assert_close(torch.cat([a, b], 1), full)
 
 
 def test_is_causal_and_a_mask_together_are_refused():
