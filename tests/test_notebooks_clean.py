@@ -2,6 +2,7 @@
 URL taken from its one home, book/_config.yml), every notebook in the book, and package layering."""
 import ast
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,19 @@ def test_notebook_is_clean(path):
                 assert cell.get("execution_count") is None, f"{rel} cell {i}: execution count (run nbdev-clean)"
                 assert not cell.get("outputs"), f"{rel} cell {i} has outputs: commit notebooks without outputs"
     assert set(nb["metadata"]) <= {"kernelspec", "language_info"}, f"{rel}: notebook metadata noise"
+
+
+# MathJax (without its textmacros extension) shows \text{...} verbatim: \text{max\_len} renders "max\_len".
+TEXT_WITH_ESCAPE = re.compile(r"\\text\{[^}]*\\[^}]*\}")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + sorted((ROOT / "book").glob("*.md")),
+                         ids=_ids(NOTEBOOKS) + [p.name for p in sorted((ROOT / "book").glob("*.md"))])
+def test_no_macros_inside_text_in_math(path):
+    text = "".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown") \
+        if path.suffix == ".ipynb" else path.read_text()
+    bad = TEXT_WITH_ESCAPE.findall(text)
+    assert not bad, f"{path.name}: {bad} would render with its backslashes; write e.g. \\mathrm{{max\\_len}}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
