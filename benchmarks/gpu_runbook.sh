@@ -49,6 +49,8 @@ case $stage in
   capstone)
     # The notebook picks the `gpu` recipe when CUDA is available and writes results/multi30k.json.
     export RUNBOOK_OUT=$out
+    # Figures go into the notebook's outputs (the Agg backend above would drop them).
+    export MPLBACKEND=module://matplotlib_inline.backend_inline
     step capstone 560 "$PY" - <<'EOF'
 import nbformat
 from nbclient import NotebookClient
