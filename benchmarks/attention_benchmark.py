@@ -4,10 +4,15 @@
     explicit  MultiHeadAttention with need_weights = True: one fused projection, explicit softmax
     fast      MultiHeadAttention (default): F.scaled_dot_product_attention (fused kernels on a GPU)
     torch     nn.MultiheadAttention(batch_first=True), called with need_weights=False
+    fast-mask (with --causal) the fast path given the causal mask as a boolean tensor instead of by name
+
+With --causal every implementation computes causal self-attention (the decoder's case): naive and
+explicit get make_causal_mask(L), fast gets is_causal=True, torch gets the mask and is_causal=True.
 
 Usage:
     python benchmarks/attention_benchmark.py                        # CPU, float32, small default config
     python benchmarks/attention_benchmark.py --device cuda          # GPU, bf16, B=32, L in {128, 512, 2048}
+    python benchmarks/attention_benchmark.py --device cuda --causal --impls fast fast-mask torch
 
 Peak memory is the most tensor memory alive at any moment of one forward + backward step, beyond what
 was alive before it: torch.cuda.max_memory_allocated on CUDA; on the CPU, tensors are counted one by one as
@@ -29,6 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
+from transformer_lib.masking import make_causal_mask  # noqa: E402
 from transformer_lib.multi_head_attention import MultiHeadAttention, NaiveMultiHeadAttention  # noqa: E402
 
 
@@ -59,7 +65,7 @@ class LiveTensorMemory(TorchDispatchMode):
         return out
 
 
-def build(kind: str, d_model: int, h: int, device, dtype) -> nn.Module:
+def build(kind: str, d_model: int, h: int, device, dtype) -> nn.Module:   # kind: one of IMPLS
     if kind == "torch":
         module = nn.MultiheadAttention(d_model, h, batch_first=True)
     else:
@@ -70,8 +76,14 @@ def build(kind: str, d_model: int, h: int, device, dtype) -> nn.Module:
     return module.to(device=device, dtype=dtype).train()
 
 
-def step(module: nn.Module, x: torch.Tensor, kind: str) -> None:
-    out = module(x, x, x, need_weights=False)[0] if kind == "torch" else module(x, x, x)
+def step(module: nn.Module, x: torch.Tensor, kind: str, causal: bool = False) -> None:
+    mask = make_causal_mask(x.shape[1], x.device) if causal else None   # (L, L), True = may attend
+    if kind == "torch":
+        out = module(x, x, x, need_weights=False, attn_mask=None if mask is None else ~mask, is_causal=causal)[0]
+    elif kind == "fast" and causal:
+        out = module(x, x, x, is_causal=True)
+    else:
+        out = module(x, x, x, mask)
     out.backward(torch.ones_like(out))
 
 
@@ -80,19 +92,19 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def measure(kind, B, L, d_model, h, device, dtype, warmup, repeats):
+def measure(kind, B, L, d_model, h, device, dtype, warmup, repeats, causal=False):
     torch.manual_seed(0)
     module = build(kind, d_model, h, device, dtype)
     x = torch.randn(B, L, d_model, device=device, dtype=dtype, requires_grad=True)
     for _ in range(warmup):
-        step(module, x, kind)
+        step(module, x, kind, causal)
     times = []
     for _ in range(repeats):
         module.zero_grad(set_to_none=True)
         x.grad = None
         sync(device)
         t0 = time.perf_counter()
-        step(module, x, kind)
+        step(module, x, kind, causal)
         sync(device)
         times.append(time.perf_counter() - t0)
     module.zero_grad(set_to_none=True)
@@ -101,12 +113,12 @@ def measure(kind, B, L, d_model, h, device, dtype, warmup, repeats):
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
-        step(module, x, kind)
+        step(module, x, kind, causal)
         sync(device)
         peak = torch.cuda.max_memory_allocated(device) - base
     else:
         with LiveTensorMemory() as tracker:
-            step(module, x, kind)
+            step(module, x, kind, causal)
         peak = tracker.peak
     return statistics.median(times), peak
 
@@ -122,7 +134,8 @@ def main(argv=None):
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--impls", nargs="+", default=["naive", "explicit", "fast", "torch"],
-                   choices=["naive", "explicit", "fast", "torch"])
+                   choices=["naive", "explicit", "fast", "fast-mask", "torch"])
+    p.add_argument("--causal", action="store_true", help="causal self-attention (the decoder's) instead of no mask")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on cpu")
@@ -139,14 +152,15 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     name = torch.cuda.get_device_name(device) if cuda else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {name} | torch {torch.__version__} | dtype {str(dtype).replace('torch.', '')} | "
-          f"B={B} d_model={args.d_model} h={args.heads} | self-attention, no mask | forward+backward, "
+          f"B={B} d_model={args.d_model} h={args.heads} | self-attention, {'causal' if args.causal else 'no mask'} | forward+backward, "
           f"median of {args.repeats} after {args.warmup} warm-up")
     print(f"{'L':>6} {'impl':>9} {'time (ms)':>10} {'vs torch':>9} {'peak mem (MiB)':>15} {'vs torch':>9}")
     for L in lengths:
         rows = {}
         for kind in args.impls:
             try:
-                rows[kind] = measure(kind, B, L, args.d_model, args.heads, device, dtype, args.warmup, args.repeats)
+                rows[kind] = measure(kind, B, L, args.d_model, args.heads, device, dtype, args.warmup, args.repeats,
+                                     args.causal)
             except torch.cuda.OutOfMemoryError:
                 rows[kind] = None
                 if cuda:

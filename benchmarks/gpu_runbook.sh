@@ -73,10 +73,11 @@ EOF
     step charmodel 300 "$PY" benchmarks/char_model_gpu.py --budgets 30 180
     ;;
   bench)
-    step attention 100 "$PY" benchmarks/attention_benchmark.py --device cuda
-    step model 200 "$PY" benchmarks/model_benchmark.py --device cuda --size base
-    step decoding 80 "$PY" benchmarks/decoding_benchmark.py --device cuda
-    step throughput 170 "$PY" benchmarks/train_throughput.py --json "$out/throughput.json"
+    step attention 90 "$PY" benchmarks/attention_benchmark.py --device cuda
+    step attention-causal 60 "$PY" benchmarks/attention_benchmark.py --device cuda --causal --impls fast fast-mask torch
+    step model 180 "$PY" benchmarks/model_benchmark.py --device cuda --size base
+    step decoding 70 "$PY" benchmarks/decoding_benchmark.py --device cuda
+    step throughput 160 "$PY" benchmarks/train_throughput.py --json "$out/throughput.json"
     ;;
   ablate)
     # Rows of chapter 18's ablation table, all at once on the one GPU; each trains EPOCHS epochs with
