@@ -13,7 +13,7 @@
 #   ablate    the capstone's ablation rows at a fixed number of epochs, four processes at a time
 #             (a fixed epoch count, not a time budget, so sharing the GPU does not change them)
 #
-# OUTDIR defaults to $OUT (set by the device tool) or results/gpu. Each command has its own time
+# OUTDIR defaults to $OUT (set by the device tool, which brings back at most 8 files) or results/gpu. Each command has its own time
 # limit, so one that hangs cannot eat the whole call; every log is kept. Data: the datasets are read
 # from $TRANSFORMER_LIB_DATA, default ./data (copy ../shared/data there and carry it). Python packages
 # the GPU machine lacks (nbclient, ipykernel and their dependencies, for `capstone`) are installed from
@@ -93,6 +93,8 @@ EOF
         --results "$out/ablate-$name.json" ${flags[$name]} &
     done
     wait
+    # The device tool brings back at most 8 files: one archive holds every row's log and record.
+    tar czf "$out/ablate.tgz" -C "$out" $(cd "$out" && ls ablate-*) && rm -f "$out"/ablate-*
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
