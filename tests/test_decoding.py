@@ -133,7 +133,8 @@ def test_beam_search_batched_equals_one_by_one():
         assert (together[b, n:] == PAD).all()
 
 
-def test_beam_score_is_best_and_consistent_with_tokens():
+def test_beam_score_matches_its_tokens():
+    """The returned score is log p(tokens | src) / lp(|tokens|) of the returned sentence (eq. length-penalty)."""
     model = _model(6).eval()
     src = _src(6, batch=2)
     out, scores = beam_search(model, src, 4, 0.6, 10, BOS, EOS, return_scores=True)
@@ -153,10 +154,13 @@ def test_length_penalty_formula():
 
 
 def test_default_max_len_and_bad_input():
+    # eos_id = 99 is outside the vocabulary, so decoding never stops early and runs to the limit.
     model = _model(7, max_len=20)
     src = _src(7, length=5)
-    out = beam_search(model, src, bos_id=BOS, eos_id=EOS)          # S + 50 capped at config.max_len
-    assert out.shape[1] <= 21
+    out = beam_search(model, src, bos_id=BOS, eos_id=99)          # S + 50 = 55, capped at config.max_len
+    assert out.shape == (3, 21)
+    out = beam_search(_model(7, max_len=80), src, beam_size=2, bos_id=BOS, eos_id=99)
+    assert out.shape == (3, 5 + 50 + 1)                            # bos + (S + 50) new tokens
     with pytest.raises(ValueError, match=r"src must be a long tensor of token ids of shape \(B, S\)"):
         greedy_decode(model, src.float(), 5, BOS, EOS)
     with pytest.raises(ValueError, match=r"src must be a long tensor"):
@@ -165,5 +169,9 @@ def test_default_max_len_and_bad_input():
         beam_search(model, src)
     with pytest.raises(ValueError, match="beam_size must be >= 1"):
         beam_search(model, src, beam_size=0, bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match="alpha must be >= 0"):
+        beam_search(model, src, alpha=-0.1, bos_id=BOS, eos_id=EOS)
     with pytest.raises(ValueError, match="max_len must be >= 1"):
         greedy_decode(model, src, 0, BOS, EOS)
+    with pytest.raises(ValueError, match="max_len must be >= 1"):
+        beam_search(model, src, max_len=0, bos_id=BOS, eos_id=EOS)

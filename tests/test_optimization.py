@@ -56,6 +56,17 @@ def test_peak_is_at_warmup(d_model, warmup):
     assert max(rates) == pytest.approx((d_model * warmup) ** -0.5, rel=1e-12)
 
 
+@pytest.mark.parametrize("d_model,warmup,peak", [(512, 400, 1e-3), (256, 50, 3e-3)])
+def test_factor_sets_the_peak_and_keeps_the_shape(d_model, warmup, peak):
+    """The chapter's recipe factor = peak · (d_model · warmup)^0.5 moves the peak, not its step or the shape."""
+    factor = peak * (d_model * warmup) ** 0.5
+    rates = [warmup_lr(s, d_model, warmup, factor=factor) for s in range(1, 3 * warmup)]
+    assert rates.index(max(rates)) + 1 == warmup
+    assert max(rates) == pytest.approx(peak, rel=1e-12)
+    plain = [warmup_lr(s, d_model, warmup) for s in range(1, 3 * warmup)]
+    assert all(r == pytest.approx(factor * p, rel=1e-12) for r, p in zip(rates, plain))
+
+
 @pytest.mark.parametrize("d_model,warmup,base_lr", [(512, 50, 1.0), (32, 7, 0.5)])
 def test_scheduler_follows_formula_and_survives_state_dict(d_model, warmup, base_lr):
     opt = paper_adam(nn.Linear(2, 2).parameters(), lr=base_lr)
@@ -98,7 +109,7 @@ def test_label_smoothing_equals_pytorch(b, length, vocab, eps, pad_frac, seed):
 def test_label_smoothing_equals_cross_entropy_against_smoothed_distribution():
     """-sum_k q_k log p_k with q = (1-eps) onehot + eps/V, written out."""
     vocab, eps = 7, 0.2
-    logits = torch.randn(2, 3, vocab, dtype=torch.float64)
+    logits = torch.randn(2, 3, vocab, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     target = torch.tensor([[1, 2, 0], [6, 0, 0]])
     q = torch.full((2, 3, vocab), eps / vocab, dtype=torch.float64)
     q.scatter_add_(-1, target[..., None], torch.full((2, 3, 1), 1 - eps, dtype=torch.float64))
