@@ -162,6 +162,8 @@ def test_label_smoothing_minimum_is_smoothed_target():
     (torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.long), r"logits must be .* V=5"),
     (torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long), r"target must be a long tensor of shape \(2, 3\)"),
     (torch.randn(2, 3, 5), torch.zeros(2, 3), r"target must be a long tensor"),
+    (torch.randn(2, 3, 5), torch.tensor([[1, 2, 5], [0, 0, 0]]), r"target contains token id 5 .* \[0, 5\)"),
+    (torch.randn(2, 3, 5), torch.tensor([[1, 2, -100], [0, 0, 0]]), r"target contains token id -100 .* pad_id=0"),
 ])
 def test_label_smoothing_bad_input(logits, target, match):
     with pytest.raises(ValueError, match=match):

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .model import _is_compiling
+
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'LabelSmoothingLoss', 'CheckpointError',
            'unwrap_model', 'config_dict', 'get_rng_state', 'set_rng_state', 'save_checkpoint', 'read_checkpoint',
@@ -89,6 +91,12 @@ class LabelSmoothingLoss(nn.Module):
         if target.shape != logits.shape[:-1] or target.dtype != torch.long:
             raise ValueError(f"target must be a long tensor of shape {tuple(logits.shape[:-1])} (the logits "
                              f"without their last axis), got {target.dtype} {tuple(target.shape)}")
+        if not _is_compiling() and target.numel():                    # one sync; skipped when compiled
+            low, high = torch.aminmax(target)
+            if low < 0 or high >= self.vocab_size:
+                bad = int(low) if low < 0 else int(high)
+                raise ValueError(f"target contains token id {bad} outside the vocabulary [0, {self.vocab_size}); "
+                                 f"positions to ignore must hold pad_id={self.pad_id} (not -100 as in F.cross_entropy)")
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
         log_p = F.log_softmax(logits, dim=-1)                        # (B, L, V)
