@@ -201,6 +201,9 @@ def test_token_ids_outside_the_vocabulary_are_a_clear_error():
         m(src, bad_tgt)
     with pytest.raises(ValueError, match=r"src must be an integer tensor of token ids of shape \(B, L\)"):
         m.encode(src.float())
+    m.check_inputs = False                    # a trainer that checked its data once skips the per-call sync
+    with pytest.raises(IndexError):           # ... and then an id out of range is only PyTorch's error
+        m(bad_src, tgt)
     with pytest.raises(ValueError, match=r"tgt must be an integer tensor of token ids of shape \(B, L\)"):
         m.decode(tgt[0], m.encode(src))
 

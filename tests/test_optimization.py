@@ -170,6 +170,13 @@ def test_label_smoothing_bad_input(logits, target, match):
         LabelSmoothingLoss(5)(logits, target)
 
 
+def test_label_smoothing_range_check_can_be_switched_off(monkeypatch):
+    crit = LabelSmoothingLoss(5)
+    crit.check_inputs = False                 # no torch.aminmax (a host sync on a GPU) per call
+    monkeypatch.setattr(torch, "aminmax", lambda *a, **k: pytest.fail("range check ran"))
+    assert torch.isfinite(crit(torch.randn(2, 3, 5), torch.tensor([[1, 2, 4], [0, 0, 0]])))
+
+
 # --- checkpoints -----------------------------------------------------------------------------------
 def _trained(seed=0, steps=3):
     torch.manual_seed(seed)

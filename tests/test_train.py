@@ -156,6 +156,17 @@ def test_resume_equals_uninterrupted_and_results_record(tmp_path):
 
 
 @needs_data
+def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
+    """run() checks the encoded data once, so model and loss skip their per-call range check (a GPU sync)."""
+    import transformer_lib.train as train_module
+    monkeypatch.setattr(torch, "aminmax", lambda *a, **k: pytest.fail("per-call range check ran during run()"))
+    result = run(tiny_recipe(tmp_path / "nocheck", max_steps=2))
+    assert result.model.check_inputs is True                 # restored for whoever uses the model next
+    with pytest.raises(ValueError, match=r"pair 0 holds token id 7, outside a vocabulary of 5"):
+        train_module.check_token_ids([([1, 2], [3, 7])], 5)
+
+
+@needs_data
 def test_time_budget_stops_training(tmp_path):
     """No step limit, a 1 s budget: training stops at the first step whose clock reading reaches it."""
     result = run(tiny_recipe(tmp_path / "budget", max_steps=0, epochs=0, time_budget_s=1.0))

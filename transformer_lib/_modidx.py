@@ -460,6 +460,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'transformer_lib.train._round_up': ('capstone.html#_round_up', 'transformer_lib/train.py'),
                                        'transformer_lib.train._snapshot': ('capstone.html#_snapshot', 'transformer_lib/train.py'),
                                        'transformer_lib.train.build_model': ('capstone.html#build_model', 'transformer_lib/train.py'),
+                                       'transformer_lib.train.check_token_ids': ( 'capstone.html#check_token_ids',
+                                                                                  'transformer_lib/train.py'),
                                        'transformer_lib.train.device_name': ('capstone.html#device_name', 'transformer_lib/train.py'),
                                        'transformer_lib.train.encode_pairs': ('capstone.html#encode_pairs', 'transformer_lib/train.py'),
                                        'transformer_lib.train.git_commit': ('capstone.html#git_commit', 'transformer_lib/train.py'),

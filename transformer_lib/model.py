@@ -70,7 +70,7 @@ class TransformerConfig:
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
-def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int = 0) -> None:
+def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int = 0, values: bool = True) -> None:
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() \
             or tokens.dtype == torch.bool or tokens.is_complex():
         got = f"a {tokens.dtype} tensor of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) \
@@ -79,7 +79,7 @@ def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int 
     if offset + tokens.shape[1] > max_len:
         raise ValueError(f"{name} needs positions {offset}..{offset + tokens.shape[1] - 1}, but the positional "
                          f"table holds max_len={max_len} (TransformerConfig.max_len)")
-    if not _is_compiling() and tokens.numel():
+    if values and not _is_compiling() and tokens.numel():
         low, high = torch.aminmax(tokens)
         if low < 0 or high >= vocab_size:
             bad = int(low) if low < 0 else int(high)
@@ -98,11 +98,15 @@ class Transformer(nn.Module):
     decode(tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> logits (B, L_t, V_tgt); with
     cache={} on the first step and the same dict afterwards, tgt holds only the new tokens and the
     position offset is kept in cache["offset"].
+    check_inputs (attribute, default True): check that token ids are in the vocabulary on every call,
+    which costs one host-device synchronisation on a GPU; a trainer that checked its data once may
+    switch it off (transformer_lib.train does).
     """
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.config = c = config
+        self.check_inputs = True
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab_size, c.d_model)
         Pos = PositionalEncoding if c.positional == "sinusoidal" else LearnedPositionalEmbedding
@@ -134,7 +138,7 @@ class Transformer(nn.Module):
         return positions(embedding(tokens) * math.sqrt(self.config.d_model), offset)   # (B, L, d_model)
 
     def _src_mask(self, src, src_mask):
-        _check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src")
+        _check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src", values=self.check_inputs)
         return make_padding_mask(src, self.config.pad_id) if src_mask is None else src_mask   # (B, 1, 1, L_s)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -145,7 +149,7 @@ class Transformer(nn.Module):
                tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
         c = self.config
         offset = 0 if cache is None else cache.get("offset", 0)
-        _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset)
+        _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
         y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
         h = self.decoder(y, memory, tgt_mask, src_mask, cache)                 # tgt_mask None: causal; (B, L_t, d_model)
         if cache is not None:

@@ -70,7 +70,8 @@ class LabelSmoothingLoss(nn.Module):
     not `pad_id` (`reduction="sum"` returns the sum instead). Equals
     `F.cross_entropy(logits.transpose(1, 2), target, label_smoothing=ε, ignore_index=pad_id)`;
     finite for finite logits, and 0 (not NaN) when every target is padding. Computed in float32 or
-    wider even for bf16 logits.
+    wider even for bf16 logits. Target ids outside [0, V) are a clear error unless the attribute
+    check_inputs is set to False (the check costs one host sync per call on a GPU).
     """
 
     def __init__(self, vocab_size: int, smoothing: float = 0.1, pad_id: int | None = 0,
@@ -83,6 +84,7 @@ class LabelSmoothingLoss(nn.Module):
         if reduction not in ("mean", "sum"):
             raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
         self.vocab_size, self.smoothing, self.pad_id, self.reduction = vocab_size, smoothing, pad_id, reduction
+        self.check_inputs = True      # range-check target ids per call (one host sync on a GPU)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if logits.dim() < 2 or logits.shape[-1] != self.vocab_size or not logits.is_floating_point():
@@ -91,7 +93,7 @@ class LabelSmoothingLoss(nn.Module):
         if target.shape != logits.shape[:-1] or target.dtype != torch.long:
             raise ValueError(f"target must be a long tensor of shape {tuple(logits.shape[:-1])} (the logits "
                              f"without their last axis), got {target.dtype} {tuple(target.shape)}")
-        if not _is_compiling() and target.numel():                    # one sync; skipped when compiled
+        if self.check_inputs and not _is_compiling() and target.numel():   # one sync; skipped when compiled
             low, high = torch.aminmax(target)
             if low < 0 or high >= self.vocab_size:
                 bad = int(low) if low < 0 else int(high)

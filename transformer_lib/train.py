@@ -57,8 +57,8 @@ from .text import SubwordTokenizer, corpus_bleu, train_joint_tokenizer
 
 # %% auto #0
 __all__ = ['PRESETS', 'MAX_LEN', 'Recipe', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe',
-           'parse_args', 'BucketedLoader', 'prefetch', 'encode_pairs', 'build_model', 'translate', 'validation_loss',
-           'timed_bleu', 'device_name', 'git_commit', 'RunResult', 'run', 'main']
+           'parse_args', 'BucketedLoader', 'prefetch', 'encode_pairs', 'check_token_ids', 'build_model', 'translate',
+           'validation_loss', 'timed_bleu', 'device_name', 'git_commit', 'RunResult', 'run', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #39ed58cb
 @dataclass
@@ -348,6 +348,15 @@ def encode_pairs(tokenizer: SubwordTokenizer, pairs: Sequence[tuple[str, str]]) 
     return list(zip(src, tgt))
 
 
+def check_token_ids(pairs: Sequence[tuple[list[int], list[int]]], vocab_size: int) -> None:
+    "Raise ValueError unless every id of the encoded (source, target) pairs is in [0, vocab_size)."
+    for i, (src, tgt) in enumerate(pairs):
+        for ids in (src, tgt):
+            if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+                bad = min(ids) if min(ids) < 0 else max(ids)
+                raise ValueError(f"pair {i} holds token id {bad}, outside a vocabulary of {vocab_size}")
+
+
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
 
 
@@ -396,6 +405,7 @@ def validation_loss(model: nn.Module, loader: BucketedLoader, device: torch.devi
     was_training = model.training
     model.eval()
     loss_fn = LabelSmoothingLoss(model.config.tgt_vocab_size, smoothing=0.0, pad_id=loader.pad_id, reduction="sum")
+    loss_fn.check_inputs = model.check_inputs      # as the model: off when the data were checked once
     total, n = 0.0, 0
     for batch in loader:
         batch = batch.to(device)
@@ -545,6 +555,10 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     torch.manual_seed(recipe.seed)
     model = build_model(recipe, tokenizer.vocab_size).to(device)
     loss_fn = LabelSmoothingLoss(tokenizer.vocab_size, recipe.label_smoothing, pad_id=tokenizer.pad_id)
+    # Every id comes from our tokenizer: check them all once here, and spare the model and the loss
+    # their per-call range checks (each a host-device sync that would stall the GPU's queue).
+    check_token_ids(train_ids + val_ids, tokenizer.vocab_size)
+    model.check_inputs = loss_fn.check_inputs = False
     base_lr = recipe.peak_lr / warmup_lr(recipe.warmup_steps, recipe.d_model, recipe.warmup_steps)
     optimizer = paper_adam(model.parameters(), lr=base_lr)
     scheduler = WarmupSchedule(optimizer, recipe.d_model, recipe.warmup_steps)
@@ -670,6 +684,7 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
         os.replace(tmp, results_path)
     if world_size > 1:
         dist.barrier()
+    model.check_inputs = True                      # whoever uses the model next gets the checks back
     return RunResult(recipe, model, tokenizer, history, evals, results, out)
 
 # %% ../notebooks/18_capstone.ipynb #721f5b1d
