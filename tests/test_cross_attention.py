@@ -70,7 +70,7 @@ def test_rows_with_source_padding_match_pytorch(lengths, t, seed):
     W_Q, W_K, W_V = (torch.randn(3, D, generator=g, dtype=torch.float64) for _ in range(3))
     out, w = attention_rows(X_tgt, X_src, W_Q, W_K, W_V, mask=mask)
     ref = F.scaled_dot_product_attention(X_tgt @ W_Q.T, X_src @ W_K.T, X_src @ W_V.T, attn_mask=mask)
-    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    torch.testing.assert_close(out, ref, atol=1e-10, rtol=0)
     assert torch.all(w[(src == 0)[:, None, :].expand_as(w)] == 0)
 
 
@@ -80,5 +80,11 @@ def test_bad_shapes_name_the_argument():
         attention_columns(Xp, X[:3], W_Q, W_K, W_V)
     with pytest.raises(ValueError, match=r"W_K must be a floating-point matrix of shape \(d_k, D\) with d_k = 3, D = 4"):
         attention_columns(Xp, X, W_Q, W_K[:2], W_V)
-    with pytest.raises(ValueError, match=r"W_V must be a floating-point matrix of shape \(d_out, D\) with D = 4"):
+    with pytest.raises(ValueError, match=r"W_V must be a floating-point matrix of shape \(d_v, D\) with D = 4"):
         attention_rows(Xp.T, X.T, W_Q, W_K, W_V[:, :3])
+    with pytest.raises(ValueError, match=r"X_kv must be a floating-point tensor of shape \(\.\.\., m, D\) with D = 4, got .*\(5, 3\)"):
+        attention_rows(Xp.T, X[:3].T, W_Q, W_K, W_V)
+    with pytest.raises(ValueError, match=r"X_q must be a floating-point tensor of shape \(\.\.\., t, D\)"):
+        attention_rows(Xp.T.long(), X.T, W_Q, W_K, W_V)
+    with pytest.raises(ValueError, match=r"W_K must be a floating-point matrix of shape \(d_k, D\) with d_k = 3, D = 4"):
+        attention_rows(Xp.T, X.T, W_Q, W_K[:2], W_V)

@@ -53,8 +53,13 @@ def test_notes_gamma_only_form():
     gamma = torch.randn(10, dtype=torch.float64)
     mu, sigma = x.mean(-1, keepdim=True), x.std(-1, unbiased=False, keepdim=True)
     torch.testing.assert_close(layer_norm(x, gamma, None, eps=0.0), gamma * (x - mu) / sigma)
-    unit = layer_norm(x, None, None, eps=0.0)  # scalar gamma = 1: every output has mean exactly 0
-    torch.testing.assert_close(unit.mean(-1), torch.zeros(3, 4, dtype=torch.float64), atol=1e-12, rtol=0)
+    scalar = layer_norm(x, torch.tensor(2.5, dtype=torch.float64), None, eps=0.0)  # one number gamma: mean exactly 0
+    torch.testing.assert_close(scalar.mean(-1), torch.zeros(3, 4, dtype=torch.float64), atol=1e-12, rtol=0)
+    # A per-feature gamma does not force the mean to 0, but without beta there is no offset: odd in x - mu.
+    assert layer_norm(x, gamma, None).mean(-1).abs().max() > 1e-3
+    torch.testing.assert_close(layer_norm(-x, gamma, None), -layer_norm(x, gamma, None))
+    beta = torch.randn(10, dtype=torch.float64)
+    assert not torch.allclose(layer_norm(-x, gamma, beta), -layer_norm(x, gamma, beta))
 
 
 def test_constant_vector_is_finite():

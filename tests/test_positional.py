@@ -115,11 +115,29 @@ def test_dropout_only_in_training(cls):
 
 
 def test_sqrt_d_model_balances_content_and_position():
-    """Embeddings ~ N(0, d^-1/2): unscaled rows have length ~1, scaled ~sqrt(d); |PE| = sqrt(d/2)."""
+    """Chapter 06's argument, on the model of chapter 11: embeddings ~ N(0, d^-1/2), so an unscaled row has
+    length ~1 and a row times sqrt(d) length ~sqrt(d), the order of |PE| = sqrt(d/2)."""
+    from transformer_lib.model import Transformer, TransformerConfig
+
     torch.manual_seed(0)
-    d = 512
-    e = torch.randn(5000, d) * d ** -0.5
-    assert e.norm(dim=-1).mean().item() == pytest.approx(1.0, rel=0.02)
-    assert (e * d ** 0.5).norm(dim=-1).mean().item() == pytest.approx(d ** 0.5, rel=0.02)
-    pe = sinusoidal_encoding(64, d)
-    torch.testing.assert_close(pe.norm(dim=-1), torch.full((64,), (d / 2) ** 0.5))
+    d = 64
+    model = Transformer(TransformerConfig(src_vocab_size=4000, tgt_vocab_size=4000, d_model=d, n_heads=2,
+                                          n_layers=1, d_ff=64, dropout=0.0))
+    E = model.src_embed.weight.detach()
+    assert E.std().item() == pytest.approx(d ** -0.5, rel=0.03)
+    assert E.norm(dim=-1).mean().item() == pytest.approx(1.0, rel=0.03)
+    assert (E * d ** 0.5).norm(dim=-1).mean().item() == pytest.approx(d ** 0.5, rel=0.03)
+    torch.testing.assert_close(model.src_pos.pe.norm(dim=-1), torch.full((model.src_pos.max_len,), (d / 2) ** 0.5))
+
+
+@settings(max_examples=25, deadline=None)
+@given(d=even_d, j=st.integers(1, 20), pos=st.integers(30, 300))
+def test_rotation_as_score_matrix_points_j_steps_left(d, j, pos):
+    """PE_pos^T R_j PE_(pos+k) = sum_i cos(omega_i (k + j)): depends on k only, largest at k = -j."""
+    pe = sinusoidal_encoding(400, d, dtype=torch.float64)
+    R = pe_shift_matrix(j, d)
+    ks = list(range(-25, 26))
+    scores = torch.stack([pe[pos] @ R @ pe[pos + k] for k in ks])
+    expected = torch.tensor([pe_dot_product(k + j, d) for k in ks], dtype=torch.float64)
+    torch.testing.assert_close(scores, expected, atol=1e-9, rtol=0)
+    assert ks[int(scores.argmax())] == -j

@@ -53,6 +53,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                              'transformer_lib/char_model.py')},
             'transformer_lib.cross_attention': { 'transformer_lib.cross_attention._check_matrix': ( 'cross_attention.html#_check_matrix',
                                                                                                     'transformer_lib/cross_attention.py'),
+                                                 'transformer_lib.cross_attention._check_sequence': ( 'cross_attention.html#_check_sequence',
+                                                                                                      'transformer_lib/cross_attention.py'),
                                                  'transformer_lib.cross_attention.attention_columns': ( 'cross_attention.html#attention_columns',
                                                                                                         'transformer_lib/cross_attention.py'),
                                                  'transformer_lib.cross_attention.attention_rows': ( 'cross_attention.html#attention_rows',

@@ -21,6 +21,13 @@ def _check_matrix(x, name: str, shape_desc: str, dim0: int | None = None, dim1: 
         raise ValueError(f"{name} must be a floating-point matrix of shape {shape_desc}, got {got}")
 
 
+def _check_sequence(x, name: str, shape_desc: str, D: int | None = None) -> None:
+    ok = isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2
+    if not (ok and (D is None or x.shape[-1] == D)):
+        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a floating-point tensor of shape {shape_desc}, got {got}")
+
+
 def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                       W_V: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The notes' column form C = Attn(X, X') (chapter 04, eq. cross-attention-columns).
@@ -55,7 +62,11 @@ def attention_rows(X_q: torch.Tensor, X_kv: torch.Tensor, W_Q: torch.Tensor, W_K
     in `attention_columns` (the nn.Linear weight layout). mask: boolean, True = may attend,
     broadcastable to (..., t, m). Returns (output (..., t, d_v), weights (..., t, m), rows summing to 1).
     """
-    for name, W in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)):
-        _check_matrix(W, name, f"(d_out, D) with D = {X_q.shape[-1]}", dim1=X_q.shape[-1])
+    _check_sequence(X_q, "X_q", "(..., t, D)")
+    D = X_q.shape[-1]
+    _check_sequence(X_kv, "X_kv", f"(..., m, D) with D = {D}", D)
+    _check_matrix(W_Q, "W_Q", f"(d_k, D) with D = {D}", dim1=D)
+    _check_matrix(W_K, "W_K", f"(d_k, D) with d_k = {W_Q.shape[0]}, D = {D}", dim0=W_Q.shape[0], dim1=D)
+    _check_matrix(W_V, "W_V", f"(d_v, D) with D = {D}", dim1=D)
     return scaled_dot_product_attention(X_q @ W_Q.T, X_kv @ W_K.T, X_kv @ W_V.T, mask,
                                         scale=None if scale else 1.0)

@@ -93,8 +93,8 @@ class MultiHeadAttention(nn.Module):
     Returns (B, L_q, d_model). Set `need_weights = True` to use the explicit path and keep the
     weights in `attn_weights` (B, h, L_q, L_k); otherwise F.scaled_dot_product_attention is used.
     is_causal=True instead of a mask: query i may attend to keys j <= i + (L_k - L_q) (the same as
-    mask=make_causal_mask(L_q, offset=L_k - L_q)); with L_q = L_k the fused kernel applies it
-    itself (FlashAttention on GPU, which takes no mask tensor).
+    mask=make_causal_mask(L_q, offset=L_k - L_q); L_q > L_k is an error); with L_q = L_k the fused
+    kernel applies it itself (FlashAttention on GPU, which takes no mask tensor).
 
     KV cache (incremental decoding): `cache` is a dict owned by the caller. static_kv=False
     (self-attention): the new positions' keys and values are appended to cache["k"], cache["v"]
@@ -159,6 +159,9 @@ class MultiHeadAttention(nn.Module):
                 cache["k"], cache["v"] = k, v
         q = self._split_heads(q)                                     # (B, h, L_q, d_k)
         L_k = k.shape[2]
+        if is_causal and L_q > L_k:
+            raise ValueError(f"is_causal=True needs L_q <= L_k (the queries are the last L_q of the L_k key "
+                             f"positions), got L_q = {L_q}, L_k = {L_k}; pass an explicit mask instead")
         if is_causal and L_q == 1:                                   # one query, the last position: sees all keys
             is_causal = False
         if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
