@@ -134,6 +134,25 @@ def test_final_norm():
     assert len(Encoder(5, 8, 2, 16).layers) == 5
 
 
+def test_extra_final_norm_on_post_ln_is_identity_only_at_init():
+    """Chapter 09: nn.Transformer's extra LayerNorm after a post-LN stack is (nearly) the identity while the last
+    layer's gamma = 1, beta = 0, and a different function once they are trained."""
+    torch.manual_seed(5)
+    plain = Encoder(2, 8, 2, 16, dropout=0.0).double().eval()
+    extra = Encoder(2, 8, 2, 16, dropout=0.0, final_norm=True).double().eval()
+    extra.load_state_dict(plain.state_dict(), strict=False)
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    torch.testing.assert_close(extra(x), plain(x), atol=1e-4, rtol=0)          # eps only: var = 1 - O(eps)
+    last = plain.layers[-1].residual_ffn.norm
+    with torch.no_grad():
+        last.weight.uniform_(0.5, 1.5)
+        last.bias.normal_(0.0, 0.5)
+    extra.load_state_dict(plain.state_dict(), strict=False)
+    out, renormed = plain(x), extra(x)
+    assert (out - renormed).abs().max() > 0.1
+    torch.testing.assert_close(renormed, F.layer_norm(out, (8,)))             # extra.norm is gamma = 1, beta = 0
+
+
 def test_dropout_placement():
     layer = EncoderLayer(8, 2, 16, dropout=0.3, attn_dropout=0.2, ffn_dropout=0.1)
     assert layer.residual_attn.dropout.p == layer.residual_ffn.dropout.p == 0.3

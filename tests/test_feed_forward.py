@@ -68,6 +68,25 @@ def test_ffn_flops():
     assert counter.get_total_flops() == 3 * 7 * 16 * 32 ** 2
 
 
+@pytest.mark.parametrize("L", [3, 11])
+def test_attention_flops(L):
+    """Self-attention: 8 d^2 per token for the four projections plus 4 L d for q K^T and weights @ V;
+    with the FFN's 16 d^2 (d_ff = 4d) this puts the crossover of eq. ffn-flops at L = 4d."""
+    from transformer_lib.multi_head_attention import MultiHeadAttention
+    d, B = 32, 2
+    mha = MultiHeadAttention(d, 4)
+    mha.need_weights = True                     # explicit path: every product is a matmul the counter sees
+    x = torch.randn(B, L, d)
+    with FlopCounterMode(display=False) as counter:
+        mha(x, x, x)
+    assert counter.get_total_flops() == B * L * (8 * d * d + 4 * L * d)
+    ffn = PositionwiseFeedForward(d, 4 * d)
+    with FlopCounterMode(display=False) as counter:
+        ffn(torch.randn(1, 4 * d, d))
+    per_token_ffn = counter.get_total_flops() // (4 * d)
+    assert 4 * (4 * d) * d == per_token_ffn     # at L = 4d the scores cost exactly what the FFN does
+
+
 def test_dropout_acts_on_hidden_layer_only_in_training():
     torch.manual_seed(1)
     ffn = PositionwiseFeedForward(8, 64, dropout=0.5)

@@ -75,6 +75,12 @@ def test_initialisation_is_as_stated():
     for block in m.decoder.layers[1].self_attn.in_proj.weight.chunk(3):     # three d x d Xavier blocks
         assert block.abs().max() <= math.sqrt(6 / 128) and block.std().item() == pytest.approx(math.sqrt(2 / 128), rel=0.1)
         assert block.abs().max() > math.sqrt(6 / (4 * 64))                 # not one (3d x d) Xavier matrix
+    untied = Transformer(TransformerConfig(src_vocab_size=3000, tgt_vocab_size=3000, d_model=64, n_heads=4,
+                                           n_layers=1, d_ff=256, tie_output=False, positional="learned"))
+    assert untied.output_projection.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.05)
+    assert untied.tgt_pos.weight.std().item() == pytest.approx(1.0, rel=0.05)     # learned positions: N(0, 1)
+    out_proj = m.encoder.layers[1].self_attn.out_proj.weight                       # Xavier, d x d
+    assert out_proj.abs().max() <= math.sqrt(6 / 128) and out_proj.std().item() == pytest.approx(0.125, rel=0.1)
     for name, p in m.named_parameters():
         if name.endswith("bias") and "norm" not in name:
             assert (p == 0).all(), name
@@ -96,6 +102,24 @@ def test_forward_shapes_and_default_masks():
     assert not real.all()                                   # the batch has target padding
     torch.testing.assert_close(logits[real], full[real])
     assert not torch.allclose(logits[~real], full[~real])   # only the (ignored) pad positions differ
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(share_embeddings=True, tgt_vocab_size=23), dict(tie_output=False),
+                                dict(norm_first=True)])
+def test_forward_is_eq_transformer(kw):
+    """eq. transformer written out: sqrt(d) E[tokens] + PE into the encoder and decoder, logits = h W_out^T (+ b_out)."""
+    torch.manual_seed(9)
+    m = Transformer(small(**kw)).double().eval()
+    src, tgt = batch(5)
+    d = m.config.d_model
+    x0 = math.sqrt(d) * m.src_embed.weight[src] + sinusoidal_encoding(src.shape[1], d).double()
+    y0 = math.sqrt(d) * m.tgt_embed.weight[tgt] + sinusoidal_encoding(tgt.shape[1], d).double()
+    src_mask = (src != 0)[:, None, None, :]
+    memory = m.encoder(x0, src_mask)
+    h = m.decoder(y0, memory, make_causal_mask(tgt.shape[1]), src_mask)
+    w_out = m.tgt_embed.weight if m.config.tie_output else m.output_projection.weight
+    expected = h @ w_out.T + (0 if m.config.tie_output else m.output_projection.bias)
+    torch.testing.assert_close(m(src, tgt), expected)
 
 
 def test_forward_equals_encode_then_decode():

@@ -26,6 +26,8 @@ class DecoderLayer(nn.Module):
     cache: a dict owned by the caller for incremental decoding; the layer keeps the self-attention
     keys/values of all positions so far in cache["self_attn"] (appended every call) and the
     cross-attention keys/values of the memory in cache["cross_attn"] (computed once).
+    dropout: on each sub-layer's output (§5.4). attn_dropout, ffn_dropout: on the attention weights and on
+    the FFN's hidden layer (not in the paper; nn.TransformerDecoderLayer uses `dropout` there too).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, norm_first: bool = False,

@@ -120,7 +120,7 @@ class Transformer(nn.Module):
             self.output_projection.weight = self.tgt_embed.weight          # W_out = E_tgt (§3.4)
 
     def _reset_parameters(self) -> None:
-        """Xavier-uniform weight matrices, zero biases, N(0, d_model^-1/2) embeddings (stated in chapter 11)."""
+        """Xavier-uniform weight matrices, zero biases, normal embeddings with std d_model^-1/2 (stated in chapter 11)."""
         d = self.config.d_model
         for module in self.modules():
             if isinstance(module, nn.Embedding) or module is self.output_projection:
