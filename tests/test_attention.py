@@ -35,7 +35,7 @@ def test_matches_pytorch_float64(d, seed, masked):
     mask = _random_mask((B, 1, L_q, L_k), g) if masked else None
     out, w = scaled_dot_product_attention(q, k, v, mask)
     assert out.shape == (B, h, L_q, d_v) and w.shape == (B, h, L_q, L_k)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-6, rtol=0)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), atol=1e-12, rtol=0)
     # the weights themselves, against the textbook formula
     s = q @ k.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
@@ -118,6 +118,15 @@ def test_dropout_on_weights():
     ref, w_ref = scaled_dot_product_attention(q, k, v)
     torch.testing.assert_close(w, w_ref)             # returned weights are taken before dropout
     assert not torch.allclose(out, ref)
+    torch.manual_seed(0)                             # the same dropout draw, applied by hand
+    torch.testing.assert_close(out, F.dropout(w_ref, p=0.5) @ v)
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.5, float("nan")])
+def test_dropout_p_out_of_range_is_an_error(p):
+    q, k, v = _qkv(1, 1, 2, 3, 4, 4, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match=r"dropout_p must be a probability in \[0, 1\]"):
+        scaled_dot_product_attention(q, k, v, dropout_p=p)
 
 
 def test_score_variance_is_d_k():

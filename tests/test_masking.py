@@ -51,7 +51,21 @@ def test_causal_outputs_ignore_the_future(L, t, d, seed):
     y, w = scaled_dot_product_attention(x, x, x, make_causal_mask(L))
     y2, _ = scaled_dot_product_attention(x2, x2, x2, make_causal_mask(L))
     assert torch.equal(y[:, : t + 1], y2[:, : t + 1])
+    assert not torch.equal(y[:, t + 1:], y2[:, t + 1:])      # the change did reach the later outputs
     assert torch.all(w.triu(1) == 0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(L_q=st.integers(1, 7), L_k=st.integers(1, 7), seed=st.integers(0, 2**16))
+def test_masked_softmax_is_the_softmax_over_the_allowed_keys(L_q, L_k, seed):
+    """Eq. (masked-softmax): A_ij = M_ij exp(S_ij) / sum_j' M_ij' exp(S_ij') for rows with an allowed key."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, n, 3, generator=g, dtype=torch.float64) for n in (L_q, L_k, L_k))
+    mask = torch.rand(2, L_q, L_k, generator=g) < 0.6
+    mask[..., torch.randint(0, L_k, (1,), generator=g)] = True               # every row keeps a key
+    _, w = scaled_dot_product_attention(q, k, v, mask)
+    e = mask * torch.exp(q @ k.transpose(-2, -1) / 3**0.5)
+    torch.testing.assert_close(w, e / e.sum(-1, keepdim=True), atol=1e-12, rtol=0)
 
 
 @settings(max_examples=25, deadline=None)

@@ -50,6 +50,8 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     dropout_p: dropout on the weights (pass 0.0 at evaluation). scale: default 1/sqrt(d_k).
     Returns (output (..., L_q, d_v), weights (..., L_q, L_k)); the weights are taken before dropout.
     """
+    if not 0.0 <= dropout_p <= 1.0:                                   # also rejects NaN
+        raise ValueError(f"dropout_p must be a probability in [0, 1], got {dropout_p!r}")
     _check_float(query, "query", "(..., L_q, d_k)")
     _check_float(key, "key", "(..., L_k, d_k)")
     _check_float(value, "value", "(..., L_k, d_v)")
@@ -90,7 +92,8 @@ class AttentionHead(nn.Module):
 
     q_i = x_i W_Q, k_j = x'_j W_K, v_j = x'_j W_V (chapter 02, eq. qkv-projections), then
     softmax(Q K^T / sqrt(d_k)) V. forward(query, key=None, value=None, mask=None) -> (output, weights)
-    with query (..., L_q, d_model), key and value (..., L_k, d_model) (default: the query's sequence).
+    with query (..., L_q, d_model), key and value (..., L_k, d_model); key defaults to query (self-attention)
+    and value to key.
     """
 
     def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False):
