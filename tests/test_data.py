@@ -36,9 +36,25 @@ def test_failed_download_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypat
     def no_network(*args, **kwargs):
         raise OSError("network is unreachable")
     monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
-    with pytest.raises(DataError, match="download from .* failed"):
+    with pytest.raises(DataError, match="download from .* failed") as e:
         fetch("tinyshakespeare/input.txt", data_dir=tmp_path)
-    assert not any(tmp_path.rglob("*")) or not any(p.is_file() for p in tmp_path.rglob("*"))
+    assert "network is unreachable" in str(e.value) and ENV_VAR in str(e.value)
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))              # no partial file left
+
+
+def test_download_that_matches_is_kept(tmp_path, monkeypatch):
+    """The success path: verified bytes are moved into place and found again without the network."""
+    import hashlib
+    import io
+
+    payload = b"a stand-in for the dataset"
+    entry = MANIFEST["tinyshakespeare/input.txt"]
+    monkeypatch.setitem(MANIFEST, entry.path, data.DataFile(entry.path, hashlib.sha256(payload).hexdigest(), entry.url))
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(payload))
+    path = fetch(entry.path, data_dir=tmp_path)
+    assert path == tmp_path / entry.path and path.read_bytes() == payload
+    assert [p.name for p in path.parent.iterdir()] == ["input.txt"]          # the .part file is gone
+    assert fetch(entry.path, data_dir=tmp_path, download=False) == path
 
 
 def test_download_with_wrong_bytes_is_discarded(tmp_path, monkeypatch):
@@ -74,10 +90,14 @@ def test_loaders_on_shared_data():
     for split, n in [("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)]:
         pairs = data.load_multi30k(split)
         assert len(pairs) == n and all(de and en for de, en in pairs)
+    # (German, English), in that order, line i with line i.
+    assert data.load_multi30k("train")[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+                                              "Two young, White males are outside near many bushes.")
     text = data.load_tiny_shakespeare()
-    assert len(text) == 1_115_394 and len(set(text)) == 65
+    assert len(text) == 1_115_394 and len(set(text)) == 65 and text.startswith("First Citizen:")
     pairs = data.load_tatoeba_fra_eng()
-    assert len(pairs) == 142787 and pairs[0][0] and pairs[0][1]
+    assert len(pairs) == 142787 and all(len(p) == 2 and p[0] and p[1] for p in pairs)
+    assert pairs[0] == ("Go.", "Va !")                                   # (English, French)
 
 
 @needs_data

@@ -58,23 +58,33 @@ def plot_attention(weights, x_labels: Sequence[str] | None = None, y_labels: Seq
 
 def plot_attention_heads(weights, x_labels: Sequence[str] | None = None,
                          y_labels: Sequence[str] | None = None, ncols: int = 4, title: str | None = None,
-                         cmap: str = "Blues"):
-    """One heatmap per head for `weights` of shape (h, L_q, L_k) (or (1, h, L_q, L_k)). Returns the figure."""
+                         cmap: str = "Blues", vmax: float | None = None, colorbar: bool = True):
+    """One heatmap per head for `weights` of shape (h, L_q, L_k) (or (1, h, L_q, L_k)). Returns the figure.
+
+    All heads share one colour scale, from 0 to `vmax` (default: the largest weight of any head), so
+    that a diffuse head looks paler than a sharp one; `colorbar` adds one colour bar for all panels.
+    """
     w = torch.as_tensor(weights).detach().float().cpu()
     if w.dim() == 4 and w.shape[0] == 1:
         w = w[0]
     if w.dim() != 3:
         raise ValueError(f"weights must have shape (h, L_q, L_k), got {tuple(w.shape)}")
+    if not isinstance(ncols, int) or isinstance(ncols, bool) or ncols < 1:
+        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
     h = w.shape[0]
+    vmax = float(w.max()) if vmax is None else vmax
     ncols = min(ncols, h)
     nrows = (h + ncols - 1) // ncols
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.0 * nrows), squeeze=False)
     for i, ax in enumerate(axes.flat):
         if i < h:
-            plot_attention(w[i], x_labels, y_labels, ax=ax, title=f"head {i}", cmap=cmap, colorbar=False)
+            plot_attention(w[i], x_labels, y_labels, ax=ax, title=f"head {i}", cmap=cmap, colorbar=False,
+                           vmax=vmax)
         else:
             ax.axis("off")
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    if colorbar:
+        fig.colorbar(axes.flat[0].images[0], ax=axes.ravel().tolist(), fraction=0.02, pad=0.02)
     return fig
