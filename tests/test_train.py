@@ -167,6 +167,22 @@ def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
 
 
 @needs_data
+def test_results_record_the_commit_the_run_started_from(tmp_path, monkeypatch):
+    """A commit made while a long run trains must not be recorded as the code that ran."""
+    import transformer_lib.train as train_module
+    started, real_train = [], train_module.train
+
+    def spy_train(*args, **kwargs):
+        started.append(True)
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "train", spy_train)
+    monkeypatch.setattr(train_module, "git_commit", lambda: "after-training-began" if started else "at-start")
+    result = run(tiny_recipe(tmp_path / "commit", max_steps=2))
+    assert started and result.results["git_commit"] == "at-start"
+
+
+@needs_data
 def test_time_budget_stops_training(tmp_path):
     """No step limit, a 1 s budget: training stops at the first step whose clock reading reaches it."""
     result = run(tiny_recipe(tmp_path / "budget", max_steps=0, epochs=0, time_budget_s=1.0))
@@ -242,3 +258,18 @@ def test_presets_are_valid_and_gpu_is_the_default():
     for name in PRESETS:
         preset(name)
     assert dataclasses.replace(preset("gpu"), compile=False, fixed_shapes=False, time_budget_s=0.0) == Recipe()
+
+
+def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
+    """results/multi30k-cpu-30min.json (the chapter quotes it) must describe the preset as it is now,
+    and hold a complete, measured record."""
+    root = Path(__file__).resolve().parents[1]
+    rec = json.loads((root / "results" / "multi30k-cpu-30min.json").read_text())
+    recorded = {k: v for k, v in rec["recipe"].items() if k not in ("progress", "log_every")}
+    assert recorded == {k: v for k, v in dataclasses.asdict(preset("cpu-30min")).items() if k in recorded}
+    assert set(dataclasses.asdict(preset("cpu-30min"))) - set(rec["recipe"]) == set()
+    assert rec["measured"] is True and rec["cuda"] is None and rec["device"].startswith("CPU")
+    t = rec["test_2016_flickr"]
+    assert t["sentences"] == 1000 and "tok:13a" in t["signature"] and 0 < t["bleu_greedy"] <= t["bleu_beam"] <= 100
+    log = json.loads((root / "results" / "multi30k-cpu-30min.history.json").read_text())["history"]
+    assert log[-1]["step"] == rec["steps"] and log[-1]["elapsed_s"] == pytest.approx(rec["training_seconds"], abs=1)
