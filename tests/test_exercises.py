@@ -649,3 +649,14 @@ def test_checkers_do_not_change_global_state(ex1):
     threads = torch.get_num_threads()
     ex.check_pre_ln(ex1["make_pre_ln"])
     assert torch.get_num_threads() == threads
+
+
+def test_committed_cpu_char_record_matches_the_cpu_configuration():
+    """results/char-shakespeare-cpu-10min.json (quoted in the exercise 3 solution) is a run of
+    CharModelConfig.cpu as it is now, with a loss history that ends at the quoted loss."""
+    rec = json.loads((Path(__file__).resolve().parents[1] / "results" / "char-shakespeare-cpu-10min.json").read_text())
+    torch.manual_seed(0)
+    assert rec["parameters"] == sum(p.numel() for p in ex3.CharModel.from_config(ex3.CharModelConfig.cpu(65)).parameters())
+    assert rec["device"] == "cpu" and rec["budget_s"] == 600 and rec["compile"] is False
+    assert rec["history"][-1]["val_loss"] == rec["final_val_loss"] == 1.5674
+    assert [round(h["val_loss"], 3) for h in rec["history"] if round(h["train_s"]) in (100, 300)] == [1.737, 1.648]
