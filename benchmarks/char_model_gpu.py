@@ -27,7 +27,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
-from transformer_lib.char_model import CharModel, CharModelConfig, CharTokenizer, split_text, train_char_model  # noqa: E402
+from transformer_lib.char_model import (  # noqa: E402
+    CharModel,
+    CharModelConfig,
+    CharTokenizer,
+    get_batch,
+    split_text,
+    train_char_model,
+)
 from transformer_lib.data import load_tiny_shakespeare  # noqa: E402
 
 
@@ -72,10 +79,18 @@ def main(argv=None) -> int:
         n_params = sum(p.numel() for p in model.parameters())
         trained = model
         if args.compile:
+            # Compile outside the timed training, on inputs like the loop's: get_batch returns strided
+            # views, and a warm-up on a fresh contiguous tensor would leave a recompile (guards on
+            # strides) inside the timed steps. Evaluation (eval mode, no grad) is a graph of its own.
             trained = torch.compile(model)
-            warm = torch.zeros(args.batch_size, config.block_size, dtype=torch.long, device=device)
+            warm, _ = get_batch(train_ids, config.block_size, args.batch_size,
+                                torch.Generator(device=device).manual_seed(args.seed + 1))
             with torch.autocast(device.type, dtype=amp or torch.bfloat16, enabled=amp is not None):
-                trained(warm).float().mean().backward()          # compile outside the timed training
+                trained(warm).float().mean().backward()
+                trained.eval()
+                with torch.no_grad():
+                    trained(warm)
+                trained.train()
             model.zero_grad(set_to_none=True)
         start = time.perf_counter()
         history = train_char_model(trained, train_ids, val_ids, batch_size=args.batch_size, lr=args.lr,
@@ -90,7 +105,8 @@ def main(argv=None) -> int:
                   "best_val_loss": round(min(h["val_loss"] for h in history), 4),
                   "first_s_at_or_below_1.47": first_time_below(history, 1.47),
                   "first_s_at_or_below_1.44": first_time_below(history, 1.44),
-                  "history": [{k: round(v, 4) if isinstance(v, float) else v for k, v in h.items()} for h in history]}
+                  "history": [{k: (float(f"{v:.4g}") if k == "lr" else round(v, 4)) if isinstance(v, float) else v
+                               for k, v in h.items()} for h in history]}   # lr ~1e-4: 4 significant digits
         print(json.dumps(record), flush=True)
     return 0
 

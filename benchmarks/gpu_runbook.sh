@@ -10,8 +10,9 @@
 #   quick     python -m transformer_lib.train --preset gpu-30s (eager, then compiled), then exercise 3's character model
 #             with 30 s and 180 s budgets                                         (issues 7, 8)
 #   bench     the attention, model, decoding and training-throughput benchmarks   (issues 4-7)
-#   ablate    the capstone's ablation rows at a fixed number of epochs, four processes at a time
-#             (a fixed epoch count, not a time budget, so sharing the GPU does not change them)
+#   ablate    the capstone's ablation rows at a fixed number of epochs, all rows at once on the one GPU
+#             (a fixed epoch count, not a time budget, so sharing the GPU does not change them); if
+#             they do not fit one call, run them in two: ROWS="recipe layers6 dropout01", then the rest
 #
 # OUTDIR defaults to $OUT (set by the device tool, which brings back at most 8 files) or results/gpu. Each command has its own time
 # limit, so one that hangs cannot eat the whole call; every log is kept. Data: the datasets are read
@@ -34,50 +35,68 @@ else
 fi
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
-  git rev-parse HEAD 2>/dev/null || true; } 2>&1 | tee "$out/device.txt"
+  # The device machine's copy has no .git: pass the commit in, e.g. GIT_COMMIT=$(git rev-parse HEAD) here.
+  git rev-parse HEAD 2>/dev/null || echo "commit: ${GIT_COMMIT:-unknown (no .git; set GIT_COMMIT)}"; } 2>&1 | tee "$out/device.txt"
 
 step() {   # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/NAME.log
   local name=$1 limit=$2; shift 2
   echo "=== $name (limit ${limit}s): $*"
   local t0=$SECONDS
-  timeout --kill-after=10 "$limit" "$@" > >(tee "$out/$name.log") 2>&1
-  local rc=$?
+  # A pipeline, not `> >(tee ...)`: the shell waits for tee to write the whole log before the exit
+  # line is appended (with a process substitution the line could land first and be overwritten).
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$out/$name.log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 124 ] && echo "=== $name: TIMED OUT (limit ${limit}s)" | tee -a "$out/$name.log"
   echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/$name.log"
 }
 
 case $stage in
   capstone)
-    # The notebook picks the `gpu` recipe when CUDA is available and writes results/multi30k.json.
+    # The notebook picks the `gpu` recipe when CUDA is available. Its kernel runs in notebooks/, so the
+    # run directory is notebooks/runs/capstone-*; the record goes to results/multi30k.json when the
+    # copy has .git, else to that run directory's results.json (the device machine's copy has no .git).
     export RUNBOOK_OUT=$out
     # Figures go into the notebook's outputs (the Agg backend above would drop them).
     export MPLBACKEND=module://matplotlib_inline.backend_inline
+    stamp=$(mktemp)                          # a record newer than this was written by this run
     step capstone 560 "$PY" - <<'EOF'
+import os
+import signal
+
 import nbformat
 from nbclient import NotebookClient
+
+
+def stop(signum, frame):       # `timeout` sends SIGTERM at the step's limit: save what ran, then exit
+    raise SystemExit(f"stopped by signal {signum} (the step's time limit)")
+
+
+signal.signal(signal.SIGTERM, stop)
 nb = nbformat.read("notebooks/18_capstone.ipynb", as_version=4)
 try:
     NotebookClient(nb, timeout=540, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
 finally:
-    nbformat.write(nb, __import__("os").environ.get("RUNBOOK_OUT", "results/gpu") + "/18_capstone.ipynb")
+    nbformat.write(nb, os.environ.get("RUNBOOK_OUT", "results/gpu") + "/18_capstone.ipynb")
 EOF
-    # results/multi30k.json when the copy has .git, else the run's own record in runs/capstone-*/
-    cp results/multi30k.json "$out/" 2>/dev/null || cp "$(ls -t runs/capstone-*/results.json | head -1)" "$out/multi30k.json" \
-      || echo "no results record written"
+    record=$(find results/multi30k.json notebooks/runs/capstone-*/results.json -newer "$stamp" 2>/dev/null | head -1)
+    if [ -n "$record" ]; then cp "$record" "$out/multi30k.json" && echo "results record: $record"
+    else echo "no results record written"; fi
+    rm -f "$stamp"
     ;;
   quick)
     # The preset runs eager; its 30 s include compilation, so it is measured compiled as well.
-    step gpu30s 120 "$PY" -m transformer_lib.train --preset gpu-30s --out-dir runs/gpu-30s \
+    step gpu30s 110 "$PY" -m transformer_lib.train --preset gpu-30s --out-dir runs/gpu-30s \
       --results "$out/gpu-30s.json" --no-progress
-    step gpu30s-compiled 150 "$PY" -m transformer_lib.train --preset gpu-30s --compile --out-dir runs/gpu-30s-compiled \
+    step gpu30s-compiled 160 "$PY" -m transformer_lib.train --preset gpu-30s --compile --out-dir runs/gpu-30s-compiled \
       --results "$out/gpu-30s-compiled.json" --no-progress
-    step charmodel 300 "$PY" benchmarks/char_model_gpu.py --budgets 30 180
+    step charmodel 290 "$PY" benchmarks/char_model_gpu.py --budgets 30 180
     ;;
   bench)
-    step attention 90 "$PY" benchmarks/attention_benchmark.py --device cuda
-    step attention-causal 60 "$PY" benchmarks/attention_benchmark.py --device cuda --causal --impls fast fast-mask torch
+    step attention 75 "$PY" benchmarks/attention_benchmark.py --device cuda
+    step attention-causal 45 "$PY" benchmarks/attention_benchmark.py --device cuda --causal --impls fast fast-mask torch
     step model 180 "$PY" benchmarks/model_benchmark.py --device cuda --size base
-    step decoding 70 "$PY" benchmarks/decoding_benchmark.py --device cuda
-    step throughput 160 "$PY" benchmarks/train_throughput.py --json "$out/throughput.json"
+    step decoding 50 "$PY" benchmarks/decoding_benchmark.py --device cuda
+    step throughput 220 "$PY" benchmarks/train_throughput.py --json "$out/throughput.json"
     ;;
   ablate)
     # Rows of chapter 18's ablation table, all at once on the one GPU; each trains EPOCHS epochs with
@@ -94,7 +113,7 @@ EOF
     done
     wait
     # The device tool brings back at most 8 files: one archive holds every row's log and record.
-    tar czf "$out/ablate.tgz" -C "$out" $(cd "$out" && ls ablate-*) && rm -f "$out"/ablate-*
+    (cd "$out" && tar czf ablate.tgz ablate-*) && rm -f "$out"/ablate-*
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
