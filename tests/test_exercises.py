@@ -18,7 +18,7 @@ from transformer_lib.layer_norm import LayerNorm, ResidualConnection
 from transformer_lib.masking import make_causal_mask
 from transformer_lib.multi_head_attention import MultiHeadAttention
 from transformer_lib.toy import PAD, make_toy_pairs, toy_split
-from transformer_lib.training import collate
+from transformer_lib.training import collate, get_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "notebooks" / "exercises"
@@ -424,7 +424,7 @@ def test_char_model_trained_accepts_a_trained_model_and_rejects_an_untrained_one
 
 def test_char_model_time_budget_schedule_and_batches():
     data = torch.arange(500) % 7
-    x, y = ex3.get_batch(data, 16, 4, torch.Generator().manual_seed(0))
+    x, y = get_batch(data, 16, 4, torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (4, 16) and torch.equal(x[:, 1:], y[:, :-1])
     model = ex3.CharModel(7, block_size=16, d_model=16, n_heads=2, n_layers=1)
     with ex.single_thread():

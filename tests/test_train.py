@@ -14,18 +14,17 @@ import torch
 
 from transformer_lib import data
 from transformer_lib.optimization import read_checkpoint
-from transformer_lib.train import (
+from transformer_lib.recipe import (
     PRESETS,
-    BucketedLoader,
     Recipe,
     RecipeError,
     load_recipe_file,
-    main,
     parse_args,
     preset,
     recipe_from_dict,
-    run,
 )
+from transformer_lib.train import main, run
+from transformer_lib.training import BatchLoader
 
 DATA = os.environ.get(data.ENV_VAR)
 needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
@@ -112,9 +111,9 @@ def _pairs(n=300, seed=0):
 
 
 @pytest.mark.parametrize("fixed", [False, True])
-def test_bucketed_loader(fixed):
+def test_bucketed_batches(fixed):
     pairs = _pairs()
-    loader = BucketedLoader(pairs, batch_tokens=256, bucket=8, fixed_shapes=fixed, seed=1)
+    loader = BatchLoader.by_tokens(pairs, 256, bucket=8, fixed_shapes=fixed, seed=1)
     seen, shapes = [], set()
     for idx in loader.batches():
         b = loader.collate(idx)
@@ -128,7 +127,7 @@ def test_bucketed_loader(fixed):
     assert sorted(seen) == list(range(len(pairs)))
     if fixed:                                                   # one shape per length bucket
         assert len(shapes) == len({s[0][1] for s in shapes}) <= 4
-    shards = [set(map(tuple, BucketedLoader(pairs, 256, 8, seed=1, rank=r, world_size=2).batches())) for r in (0, 1)]
+    shards = [set(map(tuple, BatchLoader.by_tokens(pairs, 256, bucket=8, seed=1, rank=r, num_replicas=2).batches())) for r in (0, 1)]
     assert not shards[0] & shards[1]
 
 

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lib import training
+from transformer_lib import engineering
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import (
     LabelSmoothingLoss,
@@ -241,7 +241,7 @@ class _FakeTime:
 
 def test_training_clock_pauses_and_stops(monkeypatch):
     fake = _FakeTime()
-    monkeypatch.setattr(training.time, "perf_counter", fake)
+    monkeypatch.setattr(engineering.time, "perf_counter", fake)
     clock = TrainingClock("cpu", start_s=2.0)
     fake.t += 3.0
     assert clock() == 5.0
@@ -260,7 +260,7 @@ def test_training_clock_pauses_and_stops(monkeypatch):
 def test_time_budget_excludes_paused_callbacks(monkeypatch):
     """Each update 'takes' 1 s, each callback 100 s inside clock.paused(): a 5.5 s budget stops at step 6."""
     fake = _FakeTime()
-    monkeypatch.setattr(training.time, "perf_counter", fake)
+    monkeypatch.setattr(engineering.time, "perf_counter", fake)
     pairs = _copy_task(64)
     loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
     model, opt, sched = _setup()

@@ -4,21 +4,21 @@
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .encoder import EncoderLayer
+from .engineering import TrainingClock
 from .layer_norm import LayerNorm
+from .optimization import CosineSchedule, adamw
 from .positional import PositionalEncoding
+from .training import RandomWindows, evaluate_loss, lm_cross_entropy, lm_forward, train
 
 # %% auto #0
-__all__ = ['split_text', 'CharTokenizer', 'CharModelConfig', 'CharModel', 'generate', 'get_batch', 'estimate_loss',
-           'train_char_model']
+__all__ = ['split_text', 'CharTokenizer', 'CharModelConfig', 'CharModel', 'generate', 'estimate_loss', 'train_char_model']
 
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #d8d34910
 def split_text(text: str, train_fraction: float = 0.9) -> tuple[str, str]:
@@ -122,35 +122,12 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperatu
     return idx
 
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #e7ecd4bd
-def get_batch(data: torch.Tensor, block_size: int, batch_size: int,
-              generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of `data` (1-D ids, on any device): inputs x (B, T) and targets y = x shifted by one."""
-    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator, device=data.device)
-    offsets = torch.arange(block_size + 1, device=data.device)
-    windows = data[ix[:, None] + offsets]                           # (B, T + 1)
-    return windows[:, :-1], windows[:, 1:]
-
-
-@torch.no_grad()
 def estimate_loss(model: nn.Module, data: torch.Tensor, block_size: int, batch_size: int, n_batches: int,
                   amp_dtype: torch.dtype | None = None, seed: int = 1234) -> float:
     """Mean cross-entropy (nats per character) over `n_batches` random windows (fixed seed), in eval mode."""
-    was_training = model.training
-    model.eval()
-    g = torch.Generator(device=data.device).manual_seed(seed)
-    total = 0.0
-    for _ in range(n_batches):
-        x, y = get_batch(data, block_size, batch_size, g)
-        with torch.autocast(data.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
-            logits = model(x)
-        total += F.cross_entropy(logits.float().flatten(0, 1), y.flatten()).item()
-    model.train(was_training)
-    return total / n_batches
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    windows = RandomWindows(data, block_size, batch_size, seed=seed, n_batches=n_batches)
+    return evaluate_loss(model, windows, lm_cross_entropy, device=data.device, amp_dtype=amp_dtype,
+                         forward=lm_forward, per_token=False)
 
 
 def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.Tensor, *, batch_size: int,
@@ -161,58 +138,39 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
                      log: Callable[[str], None] | None = print) -> list[dict]:
     """Train until max_steps or time_budget_s (seconds of training, evaluation excluded); returns the evaluations.
 
-    The cosine schedule's progress is step / max_steps, or the fraction of time_budget_s spent when a
-    budget is given. Data and model must be on the same device. Each record: step, train_s (training
-    seconds so far), lr, val_loss.
+    The loop is chapter 13's `train` with the decoder-only hook (`lm_forward`); the cosine schedule's
+    progress is step / max_steps, or the fraction of time_budget_s spent when a budget is given.
+    Data and model must be on the same device. Each record: step, train_s (training seconds so
+    far), lr (of the last update), val_loss.
     """
     if (max_steps is None) == (time_budget_s is None):
         raise ValueError("give exactly one of max_steps and time_budget_s")
     device = train_ids.device
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas,
-                                  fused=device.type == "cuda")
-    g = torch.Generator(device=device).manual_seed(seed)
+    optimizer = adamw(model, lr, weight_decay=weight_decay, betas=betas)
+    clock = TrainingClock(device)
+    progress = (lambda k: k / max_steps) if max_steps else (lambda k: min(1.0, clock.last / time_budget_s))
+    scheduler = CosineSchedule(optimizer, lr, min_lr, warmup_steps, progress)
     torch.manual_seed(seed)
     history: list[dict] = []
-    train_s, step, progress, last_eval_s = 0.0, 0, 0.0, 0.0
+    state = {"step": 0, "lr": optimizer.param_groups[0]["lr"], "next_lr": optimizer.param_groups[0]["lr"]}
 
-    def evaluate():
-        val = estimate_loss(model, val_ids, model.block_size, batch_size, eval_batches, amp_dtype)
-        history.append({"step": step, "train_s": train_s, "lr": optimizer.param_groups[0]["lr"], "val_loss": val})
+    def evaluate() -> None:
+        with clock.paused() as train_s:                                 # evaluation is not training time
+            val = estimate_loss(model, val_ids, model.block_size, batch_size, eval_batches, amp_dtype)
+        history.append({"step": state["step"], "train_s": train_s, "lr": state["lr"], "val_loss": val})
         if log:
-            log(f"step {step:6d}  train {train_s:7.1f} s  lr {history[-1]['lr']:.2e}  val loss {val:.4f}")
+            log(f"step {state['step']:6d}  train {train_s:7.1f} s  lr {state['lr']:.2e}  val loss {val:.4f}")
 
-    model.train()
-    _synchronize(device)
-    t0 = time.perf_counter()
-    while progress < 1.0:
-        warm = min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
-        rate = warm * (min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * progress)))
-        for group in optimizer.param_groups:
-            group["lr"] = rate
-        x, y = get_batch(train_ids, model.block_size, batch_size, g)
-        with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
-            logits = model(x)                                               # (B, T, V)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if grad_clip:
-            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
-        step += 1
-        if time_budget_s is None or device.type != "cuda" or step % 10 == 0:   # on a GPU: sync every 10 steps
-            _synchronize(device)
-            now = time.perf_counter()
-            train_s += now - t0
-            t0 = now
-        progress = step / max_steps if max_steps else min(1.0, train_s / time_budget_s)
-        due = (eval_every_steps and step % eval_every_steps == 0) or \
-              (eval_every_s and train_s - last_eval_s >= eval_every_s)
-        if due or progress >= 1.0:
+    def after_step(step: int) -> None:
+        state.update(step=step, lr=state["next_lr"], next_lr=optimizer.param_groups[0]["lr"])
+        last_eval_s = history[-1]["train_s"] if history else 0.0
+        if (eval_every_steps and step % eval_every_steps == 0) or step == max_steps or \
+                (eval_every_s and clock.last - last_eval_s >= eval_every_s):
             evaluate()
-            last_eval_s = train_s
-            _synchronize(device)
-            t0 = time.perf_counter()                                  # evaluation time is not training time
+
+    train(model, RandomWindows(train_ids, model.block_size, batch_size, seed=seed), lm_cross_entropy, optimizer,
+          scheduler, max_steps=max_steps, time_budget_s=time_budget_s, clip_grad_norm=grad_clip or None,
+          device=device, amp=amp_dtype, progress=False, callback=after_step, clock=clock, forward=lm_forward)
+    if not history or history[-1]["step"] != state["step"]:            # the end of a time budget
+        evaluate()
     return history

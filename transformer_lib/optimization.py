@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import random
 from pathlib import Path
@@ -16,9 +17,9 @@ from torch import nn
 from .model import _is_compiling
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'LabelSmoothingLoss', 'CheckpointError',
-           'unwrap_model', 'config_dict', 'get_rng_state', 'set_rng_state', 'save_checkpoint', 'read_checkpoint',
-           'load_checkpoint', 'average_checkpoints']
+__all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'adamw', 'CosineSchedule', 'LabelSmoothingLoss',
+           'CheckpointError', 'unwrap_model', 'config_dict', 'get_rng_state', 'set_rng_state', 'save_checkpoint',
+           'read_checkpoint', 'load_checkpoint', 'average_checkpoints']
 
 # %% ../notebooks/14_optimization.ipynb #78ec5956
 def paper_adam(params: Iterable, lr: float = 1.0, betas: tuple[float, float] = (0.9, 0.98),
@@ -61,6 +62,39 @@ class WarmupSchedule(torch.optim.lr_scheduler.LRScheduler):
     def get_lr(self) -> list[float]:
         factor = warmup_lr(self.last_epoch + 1, self.d_model, self.warmup_steps)
         return [base_lr * factor for base_lr in self.base_lrs]
+
+# %% ../notebooks/14_optimization.ipynb #f8f6d701
+def adamw(model: nn.Module, lr: float, *, weight_decay: float = 0.1,
+          betas: tuple[float, float] = (0.9, 0.99)) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only (weights and embeddings), none on biases and
+    LayerNorm gains (nanoGPT's grouping); fused on CUDA."""
+    params = list(model.parameters())
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas,
+                             fused=params[0].device.type == "cuda")
+
+
+class CosineSchedule(torch.optim.lr_scheduler.LRScheduler):
+    """Linear warm-up, then cosine decay from `lr` to `min_lr`: update k (from 0) runs at
+    min(1, (k+1)/warmup_steps) · (min_lr + ½(lr − min_lr)(1 + cos(π·progress(k)))).
+
+    `progress(k)` is the fraction of training done before update k: k / max_steps, or the fraction
+    of a time budget spent. Every parameter group gets the same rate.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lr: float, min_lr: float, warmup_steps: int,
+                 progress, last_epoch: int = -1):
+        self.peak, self.min_lr, self.warmup_steps, self.progress = lr, min_lr, warmup_steps, progress
+        super().__init__(optimizer, last_epoch)
+
+    def rate(self, step: int) -> float:
+        warm = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+        return warm * (self.min_lr + 0.5 * (self.peak - self.min_lr) * (1 + math.cos(math.pi * self.progress(step))))
+
+    def get_lr(self) -> list[float]:
+        return [self.rate(self.last_epoch)] * len(self.optimizer.param_groups)
 
 # %% ../notebooks/14_optimization.ipynb #c8504aa4
 class LabelSmoothingLoss(nn.Module):

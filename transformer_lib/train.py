@@ -3,29 +3,33 @@
 # %% ../notebooks/18_capstone.ipynb #7a9568d1
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import datetime
-import itertools
-import json
 import math
-import os
-import platform
-import queue
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
+from transformer_lib.engineering import (
+    TrainingClock,
+    barrier,
+    device_for,
+    dist_env,
+    git_commit,
+    init_distributed,
+    max_weight_diff,
+    prefetch,
+    provenance,
+    write_json,
+)
 from transformer_lib.optimization import (
     CheckpointError,
     LabelSmoothingLoss,
@@ -39,13 +43,12 @@ from transformer_lib.optimization import (
     warmup_lr,
 )
 from transformer_lib.training import (
-    Batch,
-    TrainingClock,
+    BatchLoader,
+    autocast,
     autocast_dtype,
+    evaluate_loss,
     pad_sequences,
     pick_device,
-    shift_targets,
-    token_batches,
     train,
 )
 
@@ -53,296 +56,13 @@ from .data import DataError, load_multi30k
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
+from .recipe import Recipe, RecipeError, parse_args, resume_keys, validate_recipe
 from .text import SubwordTokenizer, corpus_bleu, train_joint_tokenizer
 
 # %% auto #0
-__all__ = ['PRESETS', 'MAX_LEN', 'Recipe', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe',
-           'parse_args', 'BucketedLoader', 'prefetch', 'encode_pairs', 'check_token_ids', 'build_model', 'translate',
-           'validation_loss', 'timed_bleu', 'device_name', 'git_commit', 'RunResult', 'run', 'main']
-
-# %% ../notebooks/18_capstone.ipynb #39ed58cb
-@dataclass
-class Recipe:
-    """Everything that defines a Multi30k de→en run. Every field is also a command-line flag
-    (`d_model` → `--d-model`) and a key of a JSON/TOML config file. Defaults = the `gpu` recipe."""
-    # --- model (TransformerConfig) ---
-    d_model: int = 512            # width of every sub-layer
-    n_heads: int = 8              # attention heads (d_model must be divisible)
-    n_layers: int = 3             # encoder layers = decoder layers (the paper: 6)
-    d_ff: int = 2048              # hidden width of the feed-forward sub-layer
-    dropout: float = 0.3          # dropout on sub-layer outputs and embeddings (the paper: 0.1)
-    attn_dropout: float = 0.3     # dropout on attention weights (not in the paper; nn.Transformer has it)
-    ffn_dropout: float = 0.3      # dropout inside the feed-forward sub-layer (likewise)
-    norm_first: bool = False      # pre-LN instead of the paper's post-LN
-    # --- data and vocabulary ---
-    vocab_size: int = 8000        # joint BPE ids, trained on the training split only
-    train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000)
-    batch_tokens: int = 12288     # padded positions per side per batch, per process (eq. token-budget)
-    bucket: int = 8               # round sequence lengths up to a multiple of this
-    fixed_shapes: bool = False    # also pad the batch axis: one tensor shape per length bucket
-    # --- optimisation ---
-    peak_lr: float = 1e-3         # learning rate at the end of warm-up (the schedule of eq. 3, rescaled)
-    warmup_steps: int = 400
-    label_smoothing: float = 0.1
-    clip_grad_norm: float = 0.0   # 0 = no clipping (the paper does not clip)
-    # --- duration: training stops at whichever limit comes first (0 = no limit) ---
-    epochs: int = 100
-    time_budget_s: float = 0.0    # training seconds, compilation included, evaluation excluded
-    max_steps: int = 0
-    # --- checkpoints ---
-    average_last: int = 5         # average the weights of the last N epoch snapshots (1 = off)
-    checkpoint_every: int = 2000  # steps between resumable checkpoints (one is always written at the end)
-    # --- evaluation ---
-    eval_every: int = 10          # epochs between validation evaluations (0 = only at the end)
-    eval_sentences: int = 0       # validation sentences used for loss and BLEU (0 = all 1,014)
-    eval_beam: bool = True        # also beam-search BLEU during training (else greedy only)
-    test_sentences: int = 0       # test sentences translated at the end (0 = all 1,000)
-    beam_size: int = 4
-    length_penalty: float = 0.6   # alpha of the GNMT length penalty
-    # --- system ---
-    seed: int = 0
-    device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1"
-    amp: bool = True              # bf16 autocast on CUDA (ignored on the CPU)
-    compile: bool = False         # torch.compile the model (with fixed_shapes: a handful of shapes)
-    out_dir: str = "runs/multi30k"
-    results: str = ""             # results record path ("" = OUT_DIR/results.json)
-    progress: bool = True         # tqdm progress bar
-    log_every: int = 10           # steps between log records (loss, learning rate, tokens/s)
-
-
-# Changes to the defaults. "gpu" is the recipe designed from the reference figures of issue 7; it has
-# NOT been measured yet in this repository (see the chapter text). "cpu-tiny" is what CI runs.
-# "cpu-30min" is for readers without a GPU; its measured run is results/multi30k-cpu-30min.json.
-PRESETS: dict[str, dict] = {
-    "gpu": dict(compile=True, fixed_shapes=True, time_budget_s=300.0),
-    "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2, ffn_dropout=0.2,
-                    peak_lr=2e-3, warmup_steps=300,
-                    compile=False, fixed_shapes=True, time_budget_s=30.0, eval_every=0),
-    "cpu-tiny": dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1, attn_dropout=0.0, ffn_dropout=0.0,
-                     vocab_size=1000, batch_tokens=2000, peak_lr=3e-3, warmup_steps=50, time_budget_s=30.0,
-                     epochs=20, average_last=1, checkpoint_every=500, eval_every=0, eval_sentences=100,
-                     test_sentences=100, log_every=5, device="cpu", out_dir="runs/cpu-tiny"),
-    "cpu-30min": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1, attn_dropout=0.1, ffn_dropout=0.1,
-                      batch_tokens=4096, peak_lr=2e-3, warmup_steps=200, fixed_shapes=True, time_budget_s=1800.0,
-                      eval_every=0, device="cpu", amp=False, out_dir="runs/cpu-30min"),
-}
-
-# Fields that must agree between a checkpoint and the run that resumes it.
-_RESUME_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "dropout", "attn_dropout", "ffn_dropout", "norm_first", "vocab_size", "train_pairs",
-                "batch_tokens", "bucket", "fixed_shapes", "peak_lr", "warmup_steps", "label_smoothing",
-                "clip_grad_norm", "average_last", "seed")
-
-
-class RecipeError(ValueError):
-    """A configuration that cannot run: unknown key, wrong type, bad value, missing device, occupied out_dir."""
-
-# %% ../notebooks/18_capstone.ipynb #d08d3a8f
-_TYPES = {"int": int, "float": float, "bool": bool, "str": str}
-
-
-def _coerce(key: str, value, typ: type):
-    if typ is bool and isinstance(value, bool):
-        return value
-    if typ is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if typ is str and isinstance(value, str):
-        return value
-    raise RecipeError(f"config key {key!r} must be of type {typ.__name__}, got {value!r}")
-
-
-def recipe_from_dict(values: dict, base: Recipe | None = None) -> Recipe:
-    """A `Recipe` from `base` (default: the defaults) with `values` replacing fields; a key `preset`
-    picks the base. Unknown keys and wrong types raise `RecipeError`."""
-    values = dict(values)
-    if "preset" in values:
-        base = preset(values.pop("preset"))
-    base = base or Recipe()
-    known = {f.name: _TYPES[f.type] for f in fields(Recipe)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise RecipeError(f"unknown config key(s) {unknown}; the known keys are: {', '.join(sorted(known))}")
-    recipe = dataclasses.replace(base, **{k: _coerce(k, v, known[k]) for k, v in values.items()})
-    validate_recipe(recipe)
-    return recipe
-
-
-def preset(name: str) -> Recipe:
-    "The named preset: `gpu`, `gpu-30s`, `cpu-tiny` or `cpu-30min`."
-    if name not in PRESETS:
-        raise RecipeError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
-    return dataclasses.replace(Recipe(), **PRESETS[name])
-
-
-def load_recipe_file(path: str | os.PathLike, base: Recipe | None = None) -> Recipe:
-    "A recipe from a `.json` or `.toml` file of recipe keys (and optionally `preset`)."
-    path = Path(path)
-    if not path.is_file():
-        raise RecipeError(f"config file {path} does not exist")
-    try:
-        if path.suffix == ".toml":
-            import tomllib
-
-            values = tomllib.loads(path.read_text())
-        else:
-            values = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RecipeError(f"config file {path} could not be parsed: {e}") from e
-    if not isinstance(values, dict):
-        raise RecipeError(f"config file {path} must hold one table/object of recipe keys")
-    return recipe_from_dict(values, base)
-
-
-def validate_recipe(r: Recipe) -> None:
-    "Raise `RecipeError` naming the field for any value that cannot work."
-    positive = ("d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "batch_tokens", "bucket", "warmup_steps",
-                "average_last", "checkpoint_every", "beam_size", "log_every")
-    for name in positive:
-        if getattr(r, name) < 1:
-            raise RecipeError(f"{name} must be >= 1, got {getattr(r, name)}")
-    for name in ("train_pairs", "epochs", "time_budget_s", "max_steps", "eval_every", "eval_sentences",
-                 "test_sentences", "clip_grad_norm", "length_penalty"):
-        if getattr(r, name) < 0:
-            raise RecipeError(f"{name} must be >= 0, got {getattr(r, name)}")
-    if r.d_model % r.n_heads:
-        raise RecipeError(f"d_model={r.d_model} must be divisible by n_heads={r.n_heads}")
-    for name in ("dropout", "attn_dropout", "ffn_dropout", "label_smoothing"):
-        if not 0.0 <= getattr(r, name) < 1.0:
-            raise RecipeError(f"{name} must be in [0, 1), got {getattr(r, name)}")
-    if r.peak_lr <= 0:
-        raise RecipeError(f"peak_lr must be > 0, got {r.peak_lr}")
-    if not (r.epochs or r.time_budget_s or r.max_steps):
-        raise RecipeError("set at least one of epochs, time_budget_s, max_steps (all are 0: training would never stop)")
-    if r.device != "auto" and not (r.device == "cpu" or r.device.startswith("cuda")):
-        raise RecipeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {r.device!r}")
-    if r.device.startswith("cuda") and not torch.cuda.is_available():
-        raise RecipeError(f"device={r.device!r} was requested, but CUDA is not available on this machine "
-                          "(torch.cuda.is_available() is False); use --device cpu or --device auto")
-
-
-def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
-    """Command line → (recipe, resume). Precedence: preset, then --config file, then flags."""
-    p = argparse.ArgumentParser(prog="python -m transformer_lib.train",
-                                description="Train the Multi30k German→English Transformer of chapter 18.")
-    p.add_argument("--preset", choices=sorted(PRESETS), help="start from a preset (default: the gpu recipe)")
-    p.add_argument("--config", help="JSON or TOML file of recipe keys")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its checkpoint")
-    p.add_argument("--print-config", action="store_true", help="print the resulting recipe as JSON and exit")
-    for f in fields(Recipe):
-        flag, typ = "--" + f.name.replace("_", "-"), _TYPES[f.type]
-        if typ is bool:
-            p.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
-        else:
-            p.add_argument(flag, dest=f.name, type=typ, default=None, metavar=typ.__name__.upper())
-    args = p.parse_args(argv)
-    base = preset(args.preset) if args.preset else Recipe()
-    if args.config:
-        base = load_recipe_file(args.config, base)
-    flags = {f.name: getattr(args, f.name) for f in fields(Recipe) if getattr(args, f.name) is not None}
-    recipe = recipe_from_dict(flags, base)
-    if args.print_config:
-        print(json.dumps(asdict(recipe), indent=2))
-        raise SystemExit(0)
-    return recipe, args.resume
-
-# %% ../notebooks/18_capstone.ipynb #f4f98307
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
-class BucketedLoader:
-    """Token-count batches (`training.token_batches`) padded to bucketed shapes.
-
-    Each pair is (src ids, tgt ids = [bos, ..., eos]). Lengths are rounded up to a multiple of
-    `bucket`, so a batch is (B, L_src) and (B, L_tgt) with L from a short list. With `fixed_shapes`
-    the batch axis is padded too, to `batch_tokens // L` rows (copies of the first row whose labels
-    are all padding, so they add nothing to the loss or the gradient): then every batch of a bucket
-    has the same shape and `torch.compile` compiles each shape once. Process `rank` of `world_size`
-    gets its own shard of the batches.
-    """
-
-    def __init__(self, pairs: Sequence[tuple[list[int], list[int]]], batch_tokens: int, bucket: int = 8,
-                 pad_id: int = 0, fixed_shapes: bool = False, shuffle: bool = True, seed: int = 0,
-                 rank: int = 0, world_size: int = 1):
-        self.pairs, self.batch_tokens, self.bucket, self.pad_id = pairs, batch_tokens, bucket, pad_id
-        self.fixed_shapes, self.shuffle, self.seed, self.rank, self.world_size = fixed_shapes, shuffle, seed, rank, world_size
-        self.lengths = [_round_up(max(len(s), len(t) - 1), bucket) for s, t in pairs]
-        self.epoch = 0
-        self._len = len(self.batches())
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def batches(self) -> list[list[int]]:
-        return token_batches(self.lengths, self.batch_tokens, shuffle=self.shuffle, seed=self.seed,
-                             epoch=self.epoch, num_replicas=self.world_size, rank=self.rank)
-
-    def __len__(self) -> int:
-        return self._len
-
-    def collate(self, indices: Sequence[int]) -> Batch:
-        pairs = [self.pairs[i] for i in indices]
-        if self.fixed_shapes:
-            length = max(self.lengths[i] for i in indices)
-            src_len, tgt_len, rows = length, length + 1, max(self.batch_tokens // length, len(pairs))
-        else:
-            src_len = _round_up(max(len(s) for s, _ in pairs), self.bucket)
-            tgt_len = _round_up(max(len(t) - 1 for _, t in pairs), self.bucket) + 1
-            rows = len(pairs)
-        src = pad_sequences([s for s, _ in pairs], self.pad_id, src_len)             # (n, S)
-        tgt_in, tgt_out = shift_targets(pad_sequences([t for _, t in pairs], self.pad_id, tgt_len))  # (n, T)
-        n_tokens, n_src = int((tgt_out != self.pad_id).sum()), int((src != self.pad_id).sum())
-        if rows > len(pairs):                          # filler rows: a real input, labels all padding
-            extra = rows - len(pairs)
-            src = torch.cat([src, src[:1].expand(extra, -1)])
-            tgt_in = torch.cat([tgt_in, tgt_in[:1].expand(extra, -1)])
-            tgt_out = torch.cat([tgt_out, torch.full((extra, tgt_out.shape[1]), self.pad_id, dtype=torch.long)])
-        return Batch(src, tgt_in, tgt_out, n_tokens=n_tokens, n_src_tokens=n_src)
-
-    def iter_from(self, start: int = 0) -> Iterator[Batch]:
-        for indices in itertools.islice(self.batches(), start, None):
-            yield self.collate(indices)
-
-    def __iter__(self) -> Iterator[Batch]:
-        return self.iter_from(0)
-
-
-def prefetch(batches: Iterator[Batch], device: torch.device, depth: int = 4) -> Iterator[Batch]:
-    """Yield `batches` on `device`. On CUDA a background thread pads and pins the next `depth`
-    batches while the GPU works, and the copies are asynchronous (data preparation overlapped)."""
-    if device.type != "cuda":
-        for b in batches:
-            yield b.to(device)
-        return
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop, done = threading.Event(), object()
-
-    def work():
-        try:
-            for b in batches:
-                b = b.pin_memory()
-                while not stop.is_set():
-                    try:
-                        q.put(b, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(done)
-        except BaseException as e:  # handed to the consumer, re-raised there
-            q.put(e)
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    try:
-        while (item := q.get()) is not done:
-            if isinstance(item, BaseException):
-                raise item
-            yield item.to(device, non_blocking=True)
-    finally:
-        stop.set()
+__all__ = ['MAX_LEN', 'encode_pairs', 'check_token_ids', 'model_config', 'build_model', 'translate', 'validation_loss',
+           'timed_bleu', 'RunResult', 'RunState', 'run', 'check_resume', 'prepare', 'evaluate', 'save', 'after_step',
+           'fit', 'choose_weights', 'results_record', 'finalize', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 def encode_pairs(tokenizer: SubwordTokenizer, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
@@ -364,15 +84,18 @@ def check_token_ids(pairs: Sequence[tuple[list[int], list[int]]], vocab_size: in
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
 
 
+def model_config(recipe: Recipe, vocab_size: int) -> TransformerConfig:
+    """The `TransformerConfig` of a recipe: every recipe field that names a config field (d_model,
+    n_heads, ..., norm_first), and one joint vocabulary, so source embedding, target embedding and
+    output projection share one matrix (section 3.4)."""
+    sizes = {f.name: getattr(recipe, f.name) for f in fields(TransformerConfig) if hasattr(recipe, f.name)}
+    return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, max_len=MAX_LEN, pad_id=0,
+                             share_embeddings=True, tie_output=True, **sizes)
+
+
 def build_model(recipe: Recipe, vocab_size: int) -> Transformer:
-    """The Transformer of Part II at the recipe's size: one joint vocabulary, so source embedding,
-    target embedding and output projection share one matrix (section 3.4)."""
-    config = TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=recipe.d_model,
-                               n_heads=recipe.n_heads, n_layers=recipe.n_layers, d_ff=recipe.d_ff,
-                               dropout=recipe.dropout, attn_dropout=recipe.attn_dropout,
-                               ffn_dropout=recipe.ffn_dropout, norm_first=recipe.norm_first, max_len=MAX_LEN,
-                               pad_id=0, share_embeddings=True, tie_output=True)
-    return Transformer(config)
+    """The Transformer of Part II at the recipe's size."""
+    return Transformer(model_config(recipe, vocab_size))
 
 # %% ../notebooks/18_capstone.ipynb #f7a71288
 @torch.no_grad()
@@ -390,7 +113,7 @@ def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence
         chunk = order[start:start + step]
         src = pad_sequences([ids[i] for i in chunk], tokenizer.pad_id).to(device)       # (B, S)
         max_len = min(src.shape[1] + 50, MAX_LEN - 1)
-        with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+        with autocast(device, amp_dtype):
             if beam_size == 1:
                 hyp = greedy_decode(model, src, max_len, tokenizer.bos_id, tokenizer.eos_id)
             else:
@@ -401,24 +124,13 @@ def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence
     return out
 
 
-@torch.no_grad()
-def validation_loss(model: nn.Module, loader: BucketedLoader, device: torch.device,
+def validation_loss(model: nn.Module, loader: BatchLoader, device: torch.device,
                     amp_dtype: torch.dtype | None = None) -> float:
     "Mean cross-entropy per target token (no label smoothing) over all batches of `loader`."
     model = unwrap_model(model)
-    was_training = model.training
-    model.eval()
     loss_fn = LabelSmoothingLoss(model.config.tgt_vocab_size, smoothing=0.0, pad_id=loader.pad_id, reduction="sum")
     loss_fn.check_inputs = model.check_inputs      # as the model: off when the data were checked once
-    total, n = 0.0, 0
-    for batch in loader:
-        batch = batch.to(device)
-        with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
-            logits = model(batch.src, batch.tgt_in)                 # (B, T, V)
-        total += float(loss_fn(logits.float(), batch.tgt_out))
-        n += batch.n_tokens
-    model.train(was_training)
-    return total / max(n, 1)
+    return evaluate_loss(model, loader, loss_fn, device=device, amp_dtype=amp_dtype)
 
 
 def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) -> dict:
@@ -436,50 +148,6 @@ def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) 
             "sentences_per_s": len(pairs) / seconds, "hypotheses": hyps}
 
 # %% ../notebooks/18_capstone.ipynb #f9908de2
-def _dist_env() -> tuple[int, int, int]:
-    "(rank, world size, local rank) from the variables torchrun sets; (0, 1, 0) otherwise."
-    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
-
-
-def _device_for(recipe: Recipe, local_rank: int, world_size: int) -> torch.device:
-    "pick_device (chapter 13), with each torchrun process on its own GPU when `device` names no index."
-    device = pick_device(recipe.device)
-    if device.type == "cuda" and device.index is None and world_size > 1:
-        return torch.device("cuda", local_rank)
-    return device
-
-
-def device_name(device: torch.device) -> str:
-    "A human-readable name of the device, for the results record."
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
-def git_commit() -> str | None:
-    "The commit of the repository the package is run from (with '-dirty' if it has changes), or None."
-    root = Path(__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _check_resume(recipe: Recipe, ckpt: dict, path: Path) -> None:
-    saved = (ckpt.get("extra") or {}).get("recipe")
-    if not isinstance(saved, dict):
-        raise CheckpointError(f"checkpoint {path} holds no recipe: it was not written by transformer_lib.train")
-    diff = [f"{k}: {saved.get(k)!r} in the checkpoint, {getattr(recipe, k)!r} now" for k in _RESUME_KEYS
-            if saved.get(k) != getattr(recipe, k)]
-    if diff:
-        raise CheckpointError(f"checkpoint {path} comes from an incompatible recipe ({'; '.join(diff)}); "
-                              "resume with the same settings or start a new --out-dir")
-
-# %% ../notebooks/18_capstone.ipynb #8de777c1
 @dataclass
 class RunResult:
     "What `run` returns: the recipe, the trained model (chosen weights), its tokenizer, logs and the results record."
@@ -492,12 +160,48 @@ class RunResult:
     out_dir: Path
 
 
-def _snapshot(model, out: Path, epoch: int, keep: int) -> None:
-    "Model-only snapshot at the end of an epoch, for checkpoint averaging; keeps the last `keep`."
-    snap_dir = out / "snapshots"
-    save_checkpoint(snap_dir / f"epoch_{epoch:04d}.pt", model)
-    for old in sorted(snap_dir.glob("epoch_*.pt"))[:-keep]:
-        old.unlink()
+@dataclass
+class RunState:
+    "Everything `prepare` builds and `fit` and `finalize` use (one process's view of a run)."
+    recipe: Recipe
+    device: torch.device
+    rank: int
+    world_size: int
+    amp_dtype: torch.dtype | None
+    out: Path
+    commit: str | None
+    tokenizer: SubwordTokenizer | None = None
+    loader: BatchLoader | None = None
+    val_loader: BatchLoader | None = None
+    val_pairs: list = dataclasses.field(default_factory=list)
+    test_pairs: list = dataclasses.field(default_factory=list)
+    model: nn.Module | None = None
+    trained: nn.Module | None = None             # the model, wrapped by DDP and/or torch.compile
+    loss_fn: nn.Module | None = None
+    optimizer: torch.optim.Optimizer | None = None
+    scheduler: WarmupSchedule | None = None
+    clock: TrainingClock | None = None
+    step: int = 0
+    history: list = dataclasses.field(default_factory=list)
+    evals: list = dataclasses.field(default_factory=list)
+    train_seconds: float = 0.0
+    n_params: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def ckpt_path(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    @property
+    def tok_path(self) -> Path:
+        return self.out / "tokenizer.json"
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return len(self.loader)
 
 
 def run(recipe: Recipe, resume: bool = False) -> RunResult:
@@ -508,189 +212,226 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     evaluates, logs and writes files. Bad input (config, device, data, checkpoint) raises before
     anything is written.
     """
-    validate_recipe(recipe)
-    rank, world_size, local_rank = _dist_env()
-    device = _device_for(recipe, local_rank, world_size)
-    out = Path(recipe.out_dir)
-    ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
-    results_path = Path(recipe.results) if recipe.results else out / "results.json"
-    commit = git_commit()                          # the code that runs, even if a commit lands mid-run
+    state = prepare(recipe, resume)
+    fit(state)
+    return finalize(state)
 
-    # --- every check before the first write ---
+# %% ../notebooks/18_capstone.ipynb #8de777c1
+def check_resume(recipe: Recipe, ckpt: dict, path: Path) -> None:
+    """CheckpointError unless the checkpoint's recipe agrees with `recipe` on every `resume_keys()` field
+    (a field the checkpoint predates counts as its default)."""
+    saved = (ckpt.get("extra") or {}).get("recipe")
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"checkpoint {path} holds no recipe: it was not written by transformer_lib.train")
+    defaults = Recipe()
+    diff = [f"{k}: {saved.get(k, getattr(defaults, k))!r} in the checkpoint, {getattr(recipe, k)!r} now"
+            for k in resume_keys() if saved.get(k, getattr(defaults, k)) != getattr(recipe, k)]
+    if diff:
+        raise CheckpointError(f"checkpoint {path} comes from an incompatible recipe ({'; '.join(diff)}); "
+                              "resume with the same settings or start a new --out-dir")
+
+
+def _read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, dict]:
+    "Every check before the first write: the checkpoint (when resuming) and the three data splits."
+    ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
     ckpt = None
     if resume:
         ckpt = read_checkpoint(ckpt_path)          # CheckpointError: missing, truncated, corrupt
-        _check_resume(recipe, ckpt, ckpt_path)
+        check_resume(recipe, ckpt, ckpt_path)
         if not tok_path.is_file():
             raise CheckpointError(f"{tok_path} is missing: the checkpoint cannot be used without its tokenizer")
     elif ckpt_path.exists() or tok_path.exists():
         raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose another --out-dir")
-    train_text = load_multi30k("train")            # DataError: missing or corrupt file (checksums)
-    val_text, test_text = load_multi30k("val"), load_multi30k("test_2016_flickr")
+    text = {split: load_multi30k(split) for split in ("train", "val", "test_2016_flickr")}  # DataError
     if recipe.train_pairs:
-        train_text = train_text[:recipe.train_pairs]
+        text["train"] = text["train"][:recipe.train_pairs]
+    return ckpt, text
 
-    if world_size > 1 and not dist.is_initialized():
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    is_main = rank == 0
-    amp_dtype = autocast_dtype(device, "auto") if recipe.amp else None
+
+def _prepare_data(s: RunState, text: dict, new_run: bool) -> list:
+    "Tokenizer (trained on the training split only, saved next to the checkpoint) and batches."
+    r = s.recipe
+    tokenizer = None
+    if new_run and s.is_main:
+        tokenizer = train_joint_tokenizer(text["train"], vocab_size=r.vocab_size)
+        tokenizer.save(s.tok_path)
+    barrier(s.world_size)                              # the others wait for process 0's tokenizer
+    s.tokenizer = SubwordTokenizer.load(s.tok_path) if tokenizer is None else tokenizer
+    s.val_pairs = text["val"][:r.eval_sentences] if r.eval_sentences else text["val"]
+    s.test_pairs = text["test_2016_flickr"][:r.test_sentences] if r.test_sentences else text["test_2016_flickr"]
+    train_ids, val_ids = encode_pairs(s.tokenizer, text["train"]), encode_pairs(s.tokenizer, s.val_pairs)
+    pad = s.tokenizer.pad_id
+    s.loader = BatchLoader.by_tokens(train_ids, r.batch_tokens, bucket=r.bucket, pad_id=pad, fixed_shapes=r.fixed_shapes,
+                                     seed=r.seed, rank=s.rank, num_replicas=s.world_size)
+    s.val_loader = BatchLoader.by_tokens(val_ids, r.batch_tokens, bucket=r.bucket, pad_id=pad, shuffle=False)
+    return train_ids + val_ids
+
+
+def _prepare_model(s: RunState, all_ids: list, ckpt: dict | None) -> None:
+    "Model, loss, optimiser and schedule (identical initial weights on every process), restored when resuming."
+    r, vocab = s.recipe, s.tokenizer.vocab_size
+    torch.manual_seed(r.seed)
+    s.model = build_model(r, vocab).to(s.device)
+    s.loss_fn = LabelSmoothingLoss(vocab, r.label_smoothing, pad_id=s.tokenizer.pad_id)
+    # Every id comes from our tokenizer: check them all once here, and spare the model and the loss
+    # their per-call range checks (each a host-device sync that would stall the GPU's queue).
+    check_token_ids(all_ids, vocab)
+    s.model.check_inputs = s.loss_fn.check_inputs = False
+    s.optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr / warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps))
+    s.scheduler = WarmupSchedule(s.optimizer, r.d_model, r.warmup_steps)
+    if ckpt is not None:
+        extra = load_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler)["extra"]
+        s.step, s.history, s.evals = ckpt["step"], list(extra["history"]), list(extra["evals"])
+        s.train_seconds = float(extra["train_seconds"])
+    if s.rank:                                       # different dropout masks on every process
+        torch.manual_seed(r.seed + 1000 * s.rank + s.step)
+    s.n_params = count_parameters(s.model)
+    s.trained = s.model
+    if s.world_size > 1:
+        s.trained = nn.parallel.DistributedDataParallel(
+            s.model, device_ids=[s.device.index] if s.device.type == "cuda" else None)
+    if r.compile:
+        s.trained = torch.compile(s.trained, dynamic=False)
+    s.clock = TrainingClock(s.device, start_s=s.train_seconds)    # training seconds; paused for evaluation
+
+
+def prepare(recipe: Recipe, resume: bool = False) -> RunState:
+    """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
+    validate_recipe(recipe)
+    rank, world_size, local_rank = dist_env()
+    device = device_for(pick_device(recipe.device), local_rank, world_size)
+    s = RunState(recipe, device, rank, world_size, autocast_dtype(device, "auto") if recipe.amp else None,
+                 Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit lands mid-run
+    ckpt, text = _read_inputs(recipe, s.out, resume)
+    init_distributed(device, world_size)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-
-    # --- tokenizer: trained on the training split only, saved next to the checkpoint ---
-    if ckpt is None and is_main:
-        tokenizer = train_joint_tokenizer(train_text, vocab_size=recipe.vocab_size)
-        tokenizer.save(tok_path)
-    if world_size > 1:
-        dist.barrier()
-    if ckpt is not None or not is_main:
-        tokenizer = SubwordTokenizer.load(tok_path)
-    val_text = val_text[:recipe.eval_sentences] if recipe.eval_sentences else val_text
-    train_ids, val_ids = encode_pairs(tokenizer, train_text), encode_pairs(tokenizer, val_text)
-    loader = BucketedLoader(train_ids, recipe.batch_tokens, recipe.bucket, tokenizer.pad_id, recipe.fixed_shapes,
-                            seed=recipe.seed, rank=rank, world_size=world_size)
-    val_loader = BucketedLoader(val_ids, recipe.batch_tokens, recipe.bucket, tokenizer.pad_id, shuffle=False)
-    val_bleu_pairs = val_text
-    test_pairs = test_text[:recipe.test_sentences] if recipe.test_sentences else test_text
-
-    # --- model, loss, optimiser, schedule (identical initial weights on every process) ---
-    torch.manual_seed(recipe.seed)
-    model = build_model(recipe, tokenizer.vocab_size).to(device)
-    loss_fn = LabelSmoothingLoss(tokenizer.vocab_size, recipe.label_smoothing, pad_id=tokenizer.pad_id)
-    # Every id comes from our tokenizer: check them all once here, and spare the model and the loss
-    # their per-call range checks (each a host-device sync that would stall the GPU's queue).
-    check_token_ids(train_ids + val_ids, tokenizer.vocab_size)
-    model.check_inputs = loss_fn.check_inputs = False
-    base_lr = recipe.peak_lr / warmup_lr(recipe.warmup_steps, recipe.d_model, recipe.warmup_steps)
-    optimizer = paper_adam(model.parameters(), lr=base_lr)
-    scheduler = WarmupSchedule(optimizer, recipe.d_model, recipe.warmup_steps)
-    step, history, evals, train_seconds = 0, [], [], 0.0
-    if ckpt is not None:
-        ckpt = load_checkpoint(ckpt_path, model, optimizer, scheduler)
-        step, extra = ckpt["step"], ckpt["extra"]
-        history, evals, train_seconds = list(extra["history"]), list(extra["evals"]), float(extra["train_seconds"])
-    if rank:                                        # different dropout masks on every process
-        torch.manual_seed(recipe.seed + 1000 * rank + step)
-    n_params = count_parameters(model)
-    trained = model
-    if world_size > 1:
-        trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if recipe.compile:
-        trained = torch.compile(trained, dynamic=False)
-
-    clock = TrainingClock(device, start_s=train_seconds)    # training seconds; paused for evaluation
-
-    def evaluate(epoch: int, beam: bool) -> dict:
-        rec = {"step": step, "epoch": epoch, "elapsed_s": clock(),
-               "val_loss": validation_loss(model, val_loader, device, amp_dtype)}
-        rec["bleu_greedy"] = timed_bleu(model, tokenizer, val_bleu_pairs, beam_size=1, alpha=recipe.length_penalty,
-                                        device=device, amp_dtype=amp_dtype)["bleu"]
-        if beam:
-            rec["bleu_beam"] = timed_bleu(model, tokenizer, val_bleu_pairs, beam_size=recipe.beam_size,
-                                          alpha=recipe.length_penalty, device=device, amp_dtype=amp_dtype)["bleu"]
-        return rec
-
-    def save(epoch_done: bool) -> None:
-        save_checkpoint(ckpt_path, model, optimizer, scheduler, step=step,
-                        extra={"recipe": asdict(recipe), "history": history, "evals": evals,
-                               "train_seconds": clock(), "epoch_done": epoch_done})
-
-    # --- the loop: train() from chapter 13; this callback adds checkpoints, snapshots and evaluation ---
-    steps_per_epoch = len(loader)
-    if steps_per_epoch == 0:
+    all_ids = _prepare_data(s, text, new_run=ckpt is None)
+    _prepare_model(s, all_ids, ckpt)
+    if s.steps_per_epoch == 0:
         raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of {world_size} processes")
-    limit_steps = min(recipe.max_steps or math.inf, recipe.epochs * steps_per_epoch or math.inf)
+    return s
 
-    def after_step(s: int) -> None:                # runs on every process after every update
-        nonlocal step
-        step = s
-        if s % recipe.checkpoint_every == 0 and is_main:
-            with clock.paused():
-                save(epoch_done=False)
-        if s % steps_per_epoch == 0:                # the end of an epoch
-            epoch = s // steps_per_epoch - 1
-            with clock.paused():
-                if is_main and recipe.average_last > 1:
-                    _snapshot(model, out, epoch, recipe.average_last)
-                if is_main and recipe.eval_every and (epoch + 1) % recipe.eval_every == 0 and s < limit_steps:
-                    evals.append(evaluate(epoch, recipe.eval_beam))
-                    tqdm.write(f"epoch {epoch + 1}: val loss {evals[-1]['val_loss']:.3f}, greedy BLEU "
-                               f"{evals[-1]['bleu_greedy']:.1f}" + (f", beam {evals[-1]['bleu_beam']:.1f}"
-                                                                   if 'bleu_beam' in evals[-1] else ""))
-                if world_size > 1:                  # the others wait for process 0's evaluation
-                    dist.barrier()
+# %% ../notebooks/18_capstone.ipynb #ee0fed7d
+def evaluate(s: RunState, epoch: int, beam: bool) -> dict:
+    "Validation loss and BLEU (greedy, and beam when `beam`) of the model now."
+    r = s.recipe
+    rec = {"step": s.step, "epoch": epoch, "elapsed_s": s.clock(),
+           "val_loss": validation_loss(s.model, s.val_loader, s.device, s.amp_dtype)}
+    for name, beam_size in (("bleu_greedy", 1), ("bleu_beam", r.beam_size))[:2 if beam else 1]:
+        rec[name] = timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=beam_size, alpha=r.length_penalty,
+                               device=s.device, amp_dtype=s.amp_dtype)["bleu"]
+    return rec
 
-    train(trained, loader, loss_fn, optimizer, scheduler, start_step=step,
+
+def save(s: RunState, epoch_done: bool) -> None:
+    "The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds."
+    save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step,
+                    extra={"recipe": asdict(s.recipe), "history": s.history, "evals": s.evals,
+                           "train_seconds": s.clock(), "epoch_done": epoch_done})
+
+
+def _snapshot(s: RunState, epoch: int) -> None:
+    "Model-only snapshot at the end of an epoch, for checkpoint averaging; keeps the last `average_last`."
+    snap_dir = s.out / "snapshots"
+    save_checkpoint(snap_dir / f"epoch_{epoch:04d}.pt", s.model)
+    for old in sorted(snap_dir.glob("epoch_*.pt"))[:-s.recipe.average_last]:
+        old.unlink()
+
+
+def after_step(s: RunState, limit_steps: float, step: int) -> None:
+    "`train`'s callback, on every process after every update: checkpoints, snapshots, evaluation."
+    r, s.step = s.recipe, step
+    if step % r.checkpoint_every == 0 and s.is_main:
+        with s.clock.paused():
+            save(s, epoch_done=False)
+    if step % s.steps_per_epoch:                  # not the end of an epoch
+        return
+    epoch = step // s.steps_per_epoch - 1
+    with s.clock.paused():
+        if s.is_main and r.average_last > 1:
+            _snapshot(s, epoch)
+        if s.is_main and r.eval_every and (epoch + 1) % r.eval_every == 0 and step < limit_steps:
+            s.evals.append(evaluate(s, epoch, r.eval_beam))
+            e = s.evals[-1]
+            tqdm.write(f"epoch {epoch + 1}: val loss {e['val_loss']:.3f}, greedy BLEU {e['bleu_greedy']:.1f}"
+                       + (f", beam {e['bleu_beam']:.1f}" if "bleu_beam" in e else ""))
+        barrier(s.world_size)                     # the others wait for process 0's evaluation
+
+
+def fit(s: RunState) -> None:
+    """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
+    r = s.recipe
+    limit_steps = min(r.max_steps or math.inf, r.epochs * s.steps_per_epoch or math.inf)
+    train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
           max_steps=None if math.isinf(limit_steps) else int(limit_steps),
-          time_budget_s=recipe.time_budget_s or None, clip_grad_norm=recipe.clip_grad_norm or None,
-          device=device, amp=amp_dtype, log_every=recipe.log_every, progress=is_main and recipe.progress,
-          callback=after_step, clock=clock, prefetch=prefetch, history=history)
-    train_seconds = clock.stop()                   # what follows (evaluation, saving) is not training
+          time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
+          device=s.device, amp=s.amp_dtype, log_every=r.log_every, progress=s.is_main and r.progress,
+          callback=partial(after_step, s, limit_steps), clock=s.clock, prefetch=prefetch, history=s.history)
+    s.train_seconds = s.clock.stop()              # what follows (evaluation, saving) is not training
 
-    # --- the end: checkpoint, weight averaging, final evaluation, the results record ---
-    results: dict = {}
-    if world_size > 1:                               # the DDP guarantee, checked: same weights everywhere
-        flat = torch.cat([p.detach().float().flatten() for p in model.parameters()])
-        gathered = [torch.empty_like(flat) for _ in range(world_size)]
-        dist.all_gather(gathered, flat)
-        results["max_weight_diff_across_processes"] = max(float((g - flat).abs().max()) for g in gathered)
-    if is_main:
-        save(epoch_done=step % steps_per_epoch == 0)
-        final = evaluate(step // steps_per_epoch, beam=False)
-        final["weights"] = "last"
-        snaps = sorted((out / "snapshots").glob("epoch_*.pt")) if recipe.average_last > 1 else []
-        chosen = "last"
-        if len(snaps) >= 2:
-            last_state = {k: v.clone() for k, v in model.state_dict().items()}
-            model.load_state_dict(average_checkpoints(snaps))
-            averaged = evaluate(step // steps_per_epoch, beam=False)
-            averaged["weights"] = f"average of {len(snaps)} epoch snapshots"
-            evals.append(final)
-            evals.append(averaged)
-            if averaged["bleu_greedy"] >= final["bleu_greedy"]:     # chosen on validation BLEU only
-                chosen = averaged["weights"]
-            else:
-                model.load_state_dict(last_state)
-        else:
-            evals.append(final)
-        save_checkpoint(out / "model.pt", model, extra={"weights": chosen, "tokenizer": tok_path.name})
-        test_greedy = timed_bleu(model, tokenizer, test_pairs, beam_size=1, alpha=recipe.length_penalty,
-                                 device=device, amp_dtype=amp_dtype)
-        test_beam = timed_bleu(model, tokenizer, test_pairs, beam_size=recipe.beam_size,
-                               alpha=recipe.length_penalty, device=device, amp_dtype=amp_dtype)
-        val_final = next(e for e in reversed(evals) if e.get("weights") == chosen)
-        results.update({
-            "task": "Multi30k task 1, German→English", "measured": True,
-            "device": device_name(device), "processes": world_size, "torch": torch.__version__,
-            "cuda": torch.version.cuda, "git_commit": commit,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "recipe": asdict(recipe), "parameters": n_params, "training_seconds": round(train_seconds, 2),
-            "steps": step, "epochs": round(step / steps_per_epoch, 2), "weights": chosen,
-            "target_tokens_per_s": sum(h["tokens"] for h in history) / max(train_seconds, 1e-9),
-            "target_tokens_per_s_median_window": statistics.median(h["tokens_per_s"] for h in history) if history else None,
-            "val": {"loss": val_final["val_loss"], "bleu_greedy": val_final["bleu_greedy"],
-                    "sentences": len(val_bleu_pairs)},
-            "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
-                                 "beam_size": recipe.beam_size, "length_penalty": recipe.length_penalty,
-                                 "signature": test_greedy["signature"], "sentences": len(test_pairs),
-                                 "greedy_sentences_per_s": test_greedy["sentences_per_s"],
-                                 "beam_sentences_per_s": test_beam["sentences_per_s"]},
-        })
-        (out / "history.json").write_text(json.dumps({"history": history, "evals": evals}, indent=1))
-        (out / "translations.json").write_text(json.dumps(
-            [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b in
-             zip(test_pairs, test_greedy["hypotheses"], test_beam["hypotheses"])], indent=1, ensure_ascii=False))
-        results_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = results_path.with_name(results_path.name + ".tmp")
-        tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-        os.replace(tmp, results_path)
-    if world_size > 1:
-        dist.barrier()
-    model.check_inputs = True                      # whoever uses the model next gets the checks back
-    return RunResult(recipe, model, tokenizer, history, evals, results, out)
+# %% ../notebooks/18_capstone.ipynb #823188c2
+def choose_weights(s: RunState) -> str:
+    """Evaluate the last weights and, with two or more epoch snapshots, their average; keep the
+    better on validation BLEU (never the test set). Returns which weights the model now holds."""
+    final = evaluate(s, s.step // s.steps_per_epoch, beam=False)
+    final["weights"] = "last"
+    s.evals.append(final)
+    snaps = sorted((s.out / "snapshots").glob("epoch_*.pt")) if s.recipe.average_last > 1 else []
+    if len(snaps) < 2:
+        return "last"
+    last_state = {k: v.clone() for k, v in s.model.state_dict().items()}
+    s.model.load_state_dict(average_checkpoints(snaps))
+    averaged = evaluate(s, s.step // s.steps_per_epoch, beam=False)
+    averaged["weights"] = f"average of {len(snaps)} epoch snapshots"
+    s.evals.append(averaged)
+    if averaged["bleu_greedy"] >= final["bleu_greedy"]:      # chosen on validation BLEU only
+        return averaged["weights"]
+    s.model.load_state_dict(last_state)
+    return "last"
+
+
+def results_record(s: RunState, chosen: str, test_greedy: dict, test_beam: dict) -> dict:
+    "The results record: provenance, the recipe (flat keys), speed, validation and test BLEU."
+    r, history = s.recipe, s.history
+    val_final = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
+    return {
+        "task": "Multi30k task 1, German→English", "measured": True,
+        **provenance(s.device, s.world_size, s.commit),
+        "recipe": asdict(r), "parameters": s.n_params, "training_seconds": round(s.train_seconds, 2),
+        "steps": s.step, "epochs": round(s.step / s.steps_per_epoch, 2), "weights": chosen,
+        "target_tokens_per_s": sum(h["tokens"] for h in history) / max(s.train_seconds, 1e-9),
+        "target_tokens_per_s_median_window": statistics.median(h["tokens_per_s"] for h in history) if history else None,
+        "val": {"loss": val_final["val_loss"], "bleu_greedy": val_final["bleu_greedy"], "sentences": len(s.val_pairs)},
+        "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
+                             "beam_size": r.beam_size, "length_penalty": r.length_penalty,
+                             "signature": test_greedy["signature"], "sentences": len(s.test_pairs),
+                             "greedy_sentences_per_s": test_greedy["sentences_per_s"],
+                             "beam_sentences_per_s": test_beam["sentences_per_s"]},
+    }
+
+
+def finalize(s: RunState) -> RunResult:
+    """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run (process 0)."""
+    r, results = s.recipe, {}
+    if s.world_size > 1:                             # the DDP guarantee, checked: same weights everywhere
+        results["max_weight_diff_across_processes"] = max_weight_diff(s.model, s.world_size)
+    if s.is_main:
+        save(s, epoch_done=s.step % s.steps_per_epoch == 0)
+        chosen = choose_weights(s)
+        save_checkpoint(s.out / "model.pt", s.model, extra={"weights": chosen, "tokenizer": s.tok_path.name})
+        test = [timed_bleu(s.model, s.tokenizer, s.test_pairs, beam_size=k, alpha=r.length_penalty,
+                           device=s.device, amp_dtype=s.amp_dtype) for k in (1, r.beam_size)]
+        results.update(results_record(s, chosen, *test))
+        write_json(s.out / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
+        write_json(s.out / "translations.json", [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
+                                                  in zip(s.test_pairs, test[0]["hypotheses"], test[1]["hypotheses"])],
+                   indent=1)
+        write_json(Path(r.results) if r.results else s.out / "results.json", results)
+    barrier(s.world_size)
+    s.model.check_inputs = True                      # whoever uses the model next gets the checks back
+    return RunResult(r, s.model, s.tokenizer, s.history, s.evals, results, s.out)
 
 # %% ../notebooks/18_capstone.ipynb #721f5b1d
 def main(argv: Sequence[str] | None = None) -> int:

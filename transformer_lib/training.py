@@ -6,18 +6,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
-import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from .engineering import TrainingClock, sum_across_processes, to_device, world_size
+
 # %% auto #0
-__all__ = ['shift_targets', 'pad_sequences', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
-           'pick_device', 'autocast_dtype', 'train_step', 'TrainingClock', 'train']
+__all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
+           'pick_device', 'autocast_dtype', 'autocast', 'evaluating', 'seq2seq_forward', 'train_step', 'evaluate_loss',
+           'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward', 'lm_cross_entropy']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,6 +44,11 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0, length: int | 
     return out
 
 
+def round_up(n: int, multiple: int) -> int:
+    """The smallest multiple of `multiple` that is >= n."""
+    return -(-n // multiple) * multiple
+
+
 @dataclass
 class Batch:
     """One training batch: src (B, S), decoder input tgt_in (B, T), labels tgt_out (B, T).
@@ -56,6 +63,10 @@ class Batch:
     n_tokens: int
     n_src_tokens: int
 
+    @property
+    def device(self) -> torch.device:
+        return self.src.device
+
     def to(self, device, non_blocking: bool = False) -> Batch:
         return Batch(self.src.to(device, non_blocking=non_blocking), self.tgt_in.to(device, non_blocking=non_blocking),
                      self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens, self.n_src_tokens)
@@ -65,14 +76,27 @@ class Batch:
                      self.n_tokens, self.n_src_tokens)
 
 
-def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0) -> Batch:
-    """Turn (src ids, tgt ids) pairs into a padded `Batch`; each tgt is `[bos, ..., eos]`."""
+def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0, *, bucket: int = 1,
+            src_len: int | None = None, tgt_len: int | None = None, rows: int | None = None) -> Batch:
+    """Turn (src ids, tgt ids) pairs into a padded `Batch`; each tgt is `[bos, ..., eos]`.
+
+    Lengths are the longest rounded up to a multiple of `bucket` (the target's counted without its
+    bos), unless `src_len` / `tgt_len` fix them. `rows` > len(pairs) adds filler rows (a real input,
+    labels all padding: they add nothing to the loss or the gradient), for batches of one shape.
+    """
     if not pairs:
         raise ValueError("pairs must hold at least one (src, tgt) pair, got none")
-    src = pad_sequences([s for s, _ in pairs], pad_id)          # (B, S)
-    tgt_in, tgt_out = shift_targets(pad_sequences([t for _, t in pairs], pad_id))  # (B, T), (B, T)
-    return Batch(src, tgt_in, tgt_out, n_tokens=int((tgt_out != pad_id).sum()),
-                 n_src_tokens=int((src != pad_id).sum()))
+    src_len = src_len or round_up(max(len(s) for s, _ in pairs), bucket)
+    tgt_len = tgt_len or round_up(max(len(t) - 1 for _, t in pairs), bucket) + 1
+    src = pad_sequences([s for s, _ in pairs], pad_id, src_len)                         # (B, S)
+    tgt_in, tgt_out = shift_targets(pad_sequences([t for _, t in pairs], pad_id, tgt_len))  # (B, T), (B, T)
+    n_tokens, n_src = int((tgt_out != pad_id).sum()), int((src != pad_id).sum())
+    extra = (rows or 0) - len(pairs)
+    if extra > 0:                                   # filler rows: a real input, labels all padding
+        src = torch.cat([src, src[:1].expand(extra, -1)])
+        tgt_in = torch.cat([tgt_in, tgt_in[:1].expand(extra, -1)])
+        tgt_out = torch.cat([tgt_out, torch.full((extra, tgt_out.shape[1]), pad_id, dtype=torch.long)])
+    return Batch(src, tgt_in, tgt_out, n_tokens=n_tokens, n_src_tokens=n_src)
 
 # %% ../notebooks/13_training.ipynb #2ff4f527
 def token_batches(lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
@@ -119,7 +143,7 @@ class TokenBatchSampler:
     def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0):
         self.lengths, self.max_tokens, self.shuffle, self.seed = list(lengths), max_tokens, shuffle, seed
-        self.num_replicas, self.rank, self.epoch = num_replicas, rank, 0
+        self.num_replicas, self.rank, self.epoch, self._len = num_replicas, rank, 0, None
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -132,30 +156,56 @@ class TokenBatchSampler:
         return iter(self.batches())
 
     def __len__(self) -> int:
-        return len(self.batches())
+        if self._len is None:                         # the same every epoch: computed once
+            self._len = len(self.batches())
+        return self._len
 
 
 class BatchLoader:
     """Iterable over padded `Batch`es of `pairs` in the order of `sampler` (no worker processes).
 
-    Unlike `DataLoader`, iterating draws nothing from the global random generator, so a resumed run
-    sees the same dropout masks as an uninterrupted one.
+    Lengths are rounded up to a multiple of `bucket`; with `fixed_shapes` the batch axis is padded
+    too, to `max_tokens // L` rows, so every batch of a length bucket has one shape (`torch.compile`
+    compiles each shape once). Unlike `DataLoader`, iterating draws nothing from the global random
+    generator, so a resumed run sees the same dropout masks as an uninterrupted one.
     """
 
     def __init__(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], sampler: TokenBatchSampler,
-                 pad_id: int = 0):
+                 pad_id: int = 0, *, bucket: int = 1, fixed_shapes: bool = False):
         self.pairs, self.sampler, self.pad_id = pairs, sampler, pad_id
+        self.bucket, self.fixed_shapes = bucket, fixed_shapes
+
+    @classmethod
+    def by_tokens(cls, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, *, bucket: int = 1,
+                  pad_id: int = 0, fixed_shapes: bool = False, shuffle: bool = True, seed: int = 0,
+                  num_replicas: int = 1, rank: int = 0) -> BatchLoader:
+        """Batches of at most `max_tokens` padded positions per side, lengths rounded up to `bucket`
+        (the packing counts the rounded lengths); process `rank` of `num_replicas` gets its shard."""
+        lengths = [round_up(max(len(s), len(t) - 1), bucket) for s, t in pairs]
+        sampler = TokenBatchSampler(lengths, max_tokens, shuffle, seed, num_replicas, rank)
+        return cls(pairs, sampler, pad_id, bucket=bucket, fixed_shapes=fixed_shapes)
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
 
+    def batches(self) -> list[list[int]]:
+        return self.sampler.batches()
+
     def __len__(self) -> int:
         return len(self.sampler)
 
+    def collate(self, indices: Sequence[int]) -> Batch:
+        pairs = [self.pairs[i] for i in indices]
+        if not self.fixed_shapes:
+            return collate(pairs, self.pad_id, bucket=self.bucket)
+        length = max(self.sampler.lengths[i] for i in indices)
+        return collate(pairs, self.pad_id, src_len=length, tgt_len=length + 1,
+                       rows=max(self.sampler.max_tokens // length, len(pairs)))
+
     def iter_from(self, start: int = 0) -> Iterator[Batch]:
         """Batches of the current epoch from number `start` on (skipped ones are never padded)."""
-        for indices in itertools.islice(self.sampler.batches(), start, None):
-            yield collate([self.pairs[i] for i in indices], self.pad_id)
+        for indices in itertools.islice(self.batches(), start, None):
+            yield self.collate(indices)
 
     def __iter__(self) -> Iterator[Batch]:
         return self.iter_from(0)
@@ -181,18 +231,41 @@ def autocast_dtype(device: torch.device, amp: str | torch.dtype | None = "auto")
     raise ValueError(f"amp must be 'auto', None or a torch.dtype, got {amp!r}")
 
 
-def train_step(model: nn.Module, batch: Batch, loss_fn: Callable, optimizer: torch.optim.Optimizer,
-               scheduler=None, *, clip_grad_norm: float | None = None,
-               amp_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One update with teacher forcing: logits = model(src, tgt_in), loss_fn(logits, tgt_out), step.
+def autocast(device: str | torch.device, amp_dtype: torch.dtype | None):
+    """`torch.autocast` to `amp_dtype` on `device`'s type; does nothing when `amp_dtype` is None."""
+    return torch.autocast(torch.device(device).type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None)
 
-    Returns the loss (detached, on the device) and the gradient norm before clipping (or None).
+
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode (no dropout) and no gradients inside the `with` block; the model's mode is restored
+    afterwards, also when the block raises."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
+
+
+def seq2seq_forward(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher forcing for an encoder–decoder: (logits = model(src, tgt_in) (B, T, V), labels tgt_out (B, T))."""
+    return model(batch.src, batch.tgt_in), batch.tgt_out
+
+
+def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.optim.Optimizer,
+               scheduler=None, *, clip_grad_norm: float | None = None, amp_dtype: torch.dtype | None = None,
+               forward: Callable = seq2seq_forward) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One update: logits, labels = forward(model, batch); loss_fn(logits, labels); backward; step.
+
+    `forward` defaults to teacher forcing for an encoder–decoder (`seq2seq_forward`). Returns the
+    loss (detached, on the device) and the gradient norm before clipping (or None).
     """
     model.train()
-    with torch.autocast(device_type=batch.src.device.type, dtype=amp_dtype or torch.bfloat16,
-                        enabled=amp_dtype is not None):
-        logits = model(batch.src, batch.tgt_in)             # (B, T, V)
-    loss = loss_fn(logits.float(), batch.tgt_out)           # loss in float32, outside autocast
+    with autocast(batch.device, amp_dtype):
+        logits, labels = forward(model, batch)              # (B, T, V), (B, T)
+    loss = loss_fn(logits.float(), labels)                  # loss in float32, outside autocast
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = None
@@ -203,65 +276,78 @@ def train_step(model: nn.Module, batch: Batch, loss_fn: Callable, optimizer: tor
         scheduler.step()
     return loss.detach(), grad_norm
 
-# %% ../notebooks/13_training.ipynb #bcd22a24
-class TrainingClock:
-    """Seconds of training: `start_s` plus the wall time since creation, minus time spent in `paused()`.
 
-    On CUDA, reading the clock waits for the queued GPU work first, so it counts work done.
-    """
-
-    def __init__(self, device: str | torch.device = "cpu", start_s: float = 0.0):
-        self.device, self.start_s = torch.device(device), float(start_s)
-        self._t0, self._frozen = time.perf_counter(), None
-
-    def __call__(self) -> float:
-        if self._frozen is not None:
-            return self._frozen
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return self.start_s + time.perf_counter() - self._t0
-
-    def stop(self) -> float:
-        """Stop the clock for good (training is over) and return its reading."""
-        self._frozen = self()
-        return self._frozen
-
-    @contextlib.contextmanager
-    def paused(self) -> Iterator[float]:
-        """Stop the clock for the body of a `with` block (evaluation, checkpoints); yields the reading."""
-        if self._frozen is not None:                        # already paused: nested use
-            yield self._frozen
-            return
-        self._frozen = self()
-        try:
-            yield self._frozen
-        finally:
-            self.start_s, self._t0, self._frozen = self._frozen, time.perf_counter(), None
-
-
-def _copy_to_device(batches: Iterable[Batch], device: torch.device) -> Iterator[Batch]:
-    for batch in batches:
-        yield batch.to(device, non_blocking=True)
+def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *, device: str | torch.device,
+                  amp_dtype: torch.dtype | None = None, forward: Callable = seq2seq_forward,
+                  per_token: bool = True) -> float:
+    """Mean loss over `batches` in eval mode: Σ loss / Σ n_tokens when `per_token` (give a summing
+    `loss_fn`), else the mean of the batch losses."""
+    total, n = 0.0, 0
+    with evaluating(model):
+        for batch in batches:
+            batch = batch.to(device)
+            with autocast(device, amp_dtype):
+                logits, labels = forward(model, batch)      # (B, T, V), (B, T)
+            total += float(loss_fn(logits.float(), labels))
+            n += batch.n_tokens if per_token else 1
+    return total / max(n, 1)
 
 # %% ../notebooks/13_training.ipynb #718c8f58
-def train(model: nn.Module, loader: Iterable[Batch], loss_fn: Callable, optimizer: torch.optim.Optimizer,
+class _LogWindow:
+    """Loss and target tokens since the last log record; `record` turns them into one."""
+
+    def __init__(self, clock: TrainingClock, device: torch.device, budget: float):
+        self.clock, self.device, self.budget = clock, device, budget
+        self.reset(clock())
+
+    def reset(self, now: float) -> None:
+        self.loss, self.n, self.tokens, self.start = torch.zeros((), device=self.device), 0, 0, now
+
+    def add(self, loss: torch.Tensor, n_tokens: int) -> None:
+        self.loss += loss
+        self.n += 1
+        self.tokens += n_tokens
+
+    def record(self, step: int, epoch: int, lr: float, grad_norm) -> tuple[dict, bool]:
+        """The record of this window (sums over all processes under DDP) and whether time is up."""
+        now = self.clock()
+        loss_sum, n, n_tokens, out_of_time = sum_across_processes(
+            [self.loss.item(), self.n, self.tokens, float(now >= self.budget)], self.device)
+        record = {"step": step, "epoch": epoch, "loss": loss_sum / n, "lr": lr, "tokens": int(n_tokens),
+                  "tokens_per_s": n_tokens / max(now - self.start, 1e-9),
+                  "grad_norm": None if grad_norm is None else float(grad_norm), "elapsed_s": now}
+        if not math.isfinite(record["loss"]):
+            raise FloatingPointError(f"loss became {record['loss']} at step {step}; lower the learning "
+                                     "rate, lengthen the warm-up or enable clip_grad_norm")
+        self.reset(now)
+        return record, out_of_time > 0
+
+
+def _epoch_batches(loader: Iterable, step: int, steps_per_epoch: int | None) -> tuple[int, Iterator]:
+    """(epoch, its batches from the one after `step` on); a loader without len() is one endless epoch."""
+    epoch, offset = divmod(step, steps_per_epoch) if steps_per_epoch else (0, step)
+    if hasattr(loader, "set_epoch"):
+        loader.set_epoch(epoch)
+    return epoch, loader.iter_from(offset) if hasattr(loader, "iter_from") else itertools.islice(loader, offset, None)
+
+
+def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torch.optim.Optimizer,
           scheduler=None, *, max_steps: int | None, start_step: int = 0, time_budget_s: float | None = None,
           clip_grad_norm: float | None = None, device: str | torch.device | None = None,
           amp: str | torch.dtype | None = "auto", log_every: int = 10, progress: bool = True,
           callback: Callable[[int], None] | None = None, clock: TrainingClock | None = None,
-          prefetch: Callable[[Iterator[Batch], torch.device], Iterator[Batch]] | None = None,
-          history: list[dict] | None = None) -> list[dict]:
+          prefetch: Callable | None = None, history: list[dict] | None = None,
+          forward: Callable = seq2seq_forward) -> list[dict]:
     """Train for updates start_step+1 … max_steps over epochs of `loader`, or until `clock()` reaches
     `time_budget_s` (None = no limit; at least one of the two must be given); returns the log.
 
-    `loader` yields `Batch`es and has `len()`; if it has `set_epoch(e)` it is called at each epoch
-    start, and `iter_from(k)` (else islice) starts mid-epoch when resuming. Create the optimizer
-    after moving the model to its device (or move it before, with `pick_device`). `callback(step)`
-    runs after every update; time it spends inside `clock.paused()` is not training time. `clock`
-    defaults to a `TrainingClock` started now; `prefetch(batches, device)` moves batches to the
-    device (default: one by one). Every `log_every` steps a record {step, epoch, loss (mean since
-    the last record, over all processes under torch.distributed), lr, tokens, tokens_per_s,
-    grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list), which is returned.
+    `loader` yields batches; with `len()` it is read in epochs (`set_epoch(e)` is called if it has
+    one, `iter_from(k)` or islice starts mid-epoch when resuming), without, as one endless stream.
+    `forward(model, batch) -> (logits, labels)` is the hook of `train_step`. Create the optimizer
+    after moving the model to its device. `callback(step)` runs after every update. Every
+    `log_every` steps a record {step, epoch, loss (mean since the last record), lr, tokens,
+    tokens_per_s, grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list).
+    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A3.
     """
     if max_steps is None and time_budget_s is None:
         raise ValueError("give max_steps or time_budget_s (or both): with neither, training would never stop")
@@ -270,57 +356,36 @@ def train(model: nn.Module, loader: Iterable[Batch], loss_fn: Callable, optimize
     device = pick_device(device)
     model.to(device)
     amp_dtype = autocast_dtype(device, amp)
-    steps_per_epoch = len(loader)
+    steps_per_epoch = len(loader) if hasattr(loader, "__len__") else None
     if steps_per_epoch == 0:
         raise ValueError("loader has no batches (len(loader) == 0)")
-    world_size = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
     clock = TrainingClock(device) if clock is None else clock
-    prefetch = _copy_to_device if prefetch is None else prefetch
+    prefetch = to_device if prefetch is None else prefetch
     history = [] if history is None else history
     limit = math.inf if max_steps is None else max_steps
     budget = math.inf if time_budget_s is None else time_budget_s
-    # The clock is free to read on one CPU process; elsewhere read it only at log records, where the
-    # GPU is synchronised anyway and the processes can agree on stopping.
-    check_every = 1 if device.type == "cpu" and world_size == 1 else log_every
+    # The clock is free to read on one CPU process; elsewhere only at log records (appendix A3).
+    check_every = 1 if device.type == "cpu" and world_size() == 1 else log_every
     bar = tqdm(total=max_steps, initial=start_step, disable=not progress, unit="step", mininterval=0.5)
-    running, n_running, tokens, step, stop = torch.zeros((), device=device), 0, 0, start_step, False
-    window_start = clock()
+    window, step, stop = _LogWindow(clock, device, budget), start_step, False
     try:
         while step < limit and not stop:
-            epoch, offset = divmod(step, steps_per_epoch)
-            if hasattr(loader, "set_epoch"):
-                loader.set_epoch(epoch)
-            batches = loader.iter_from(offset) if hasattr(loader, "iter_from") else itertools.islice(loader, offset, None)
+            epoch, batches = _epoch_batches(loader, step, steps_per_epoch)
             for batch in prefetch(batches, device):
                 lr = optimizer.param_groups[0]["lr"]            # the rate this update runs with
-                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler,
+                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler, forward=forward,
                                              clip_grad_norm=clip_grad_norm, amp_dtype=amp_dtype)
                 step += 1
-                running += loss
-                n_running += 1
-                tokens += batch.n_tokens
+                window.add(loss, batch.n_tokens)
                 bar.update(1)
                 if time_budget_s is not None and check_every == 1 and step % log_every:
                     stop = clock() >= budget
                 if step % log_every == 0 or step >= limit or stop:
-                    now = clock()
-                    stats = [running.item(), n_running, tokens, float(now >= budget)]
-                    if world_size > 1:                      # sums over processes: global loss, tokens, stop
-                        summed = torch.tensor(stats, dtype=torch.float64, device=device)
-                        dist.all_reduce(summed)
-                        stats = summed.tolist()
-                    loss_sum, n, n_tokens, out_of_time = stats
-                    record = {"step": step, "epoch": epoch, "loss": loss_sum / n, "lr": lr, "tokens": int(n_tokens),
-                              "tokens_per_s": n_tokens / max(now - window_start, 1e-9),
-                              "grad_norm": None if grad_norm is None else float(grad_norm), "elapsed_s": now}
+                    record, out_of_time = window.record(step, epoch, lr, grad_norm)
                     history.append(record)
                     bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}",
                                     lr=f"{record['lr']:.2e}", refresh=False)
-                    if not math.isfinite(record["loss"]):
-                        raise FloatingPointError(f"loss became {record['loss']} at step {step}; lower the learning "
-                                                 "rate, lengthen the warm-up or enable clip_grad_norm")
-                    running, n_running, tokens, window_start = torch.zeros((), device=device), 0, 0, now
-                    stop = stop or out_of_time > 0
+                    stop = stop or out_of_time
                 if callback is not None:
                     callback(step)
                 if stop or step >= limit:
@@ -328,3 +393,58 @@ def train(model: nn.Module, loader: Iterable[Batch], loss_fn: Callable, optimize
     finally:
         bar.close()
     return history
+
+# %% ../notebooks/13_training.ipynb #ff0072d0
+@dataclass
+class LMBatch:
+    """A language-model batch: inputs x (B, T) and labels y (B, T), x shifted by one position."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    @property
+    def n_tokens(self) -> int:
+        return self.y.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.x.device
+
+    def to(self, device, non_blocking: bool = False) -> LMBatch:
+        return LMBatch(self.x.to(device, non_blocking=non_blocking), self.y.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> LMBatch:
+        return LMBatch(self.x.pin_memory(), self.y.pin_memory())
+
+
+def get_batch(data: torch.Tensor, block_size: int, batch_size: int,
+              generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random windows of `data` (1-D ids, on any device): inputs x (B, T) and targets y = x shifted by one."""
+    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator, device=data.device)
+    offsets = torch.arange(block_size + 1, device=data.device)
+    windows = data[ix[:, None] + offsets]                           # (B, T + 1)
+    return windows[:, :-1], windows[:, 1:]
+
+
+class RandomWindows:
+    """`LMBatch`es of random windows of `data` (1-D ids), drawn by a generator seeded with `seed`
+    when iteration starts: endless, or `n_batches` of them (for evaluation)."""
+
+    def __init__(self, data: torch.Tensor, block_size: int, batch_size: int, seed: int = 0,
+                 n_batches: int | None = None):
+        self.data, self.block_size, self.batch_size, self.seed, self.n_batches = data, block_size, batch_size, seed, n_batches
+
+    def __iter__(self) -> Iterator[LMBatch]:
+        g = torch.Generator(device=self.data.device).manual_seed(self.seed)
+        for _ in itertools.count() if self.n_batches is None else range(self.n_batches):
+            yield LMBatch(*get_batch(self.data, self.block_size, self.batch_size, g))
+
+
+def lm_forward(model: nn.Module, batch: LMBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `forward` hook for a decoder-only model: (logits = model(x) (B, T, V), labels y (B, T))."""
+    return model(batch.x), batch.y
+
+
+def lm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every position of (B, T, V) logits and (B, T) labels (no padding)."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten())

@@ -1,0 +1,61 @@
+"""Numerics do not change when the code is reorganised: every step's loss of a seeded CPU run of the
+capstone's `run()` and of the character model's training equals, bit for bit (==), the trajectory
+recorded before the training stack was unified (tests/fixtures/trajectories.json, recorded with
+the code of commit c566d34 by tests/fixtures/record_trajectories_before_issue16.py.txt)."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_lib import char_model as cm
+from transformer_lib import data
+from transformer_lib.recipe import recipe_from_dict
+from transformer_lib.train import run
+
+FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "trajectories.json").read_text())
+DATA = os.environ.get(data.ENV_VAR)
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
+
+
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)                  # the fixture was recorded with one thread
+    yield
+    torch.set_num_threads(before)
+
+
+@needs_data
+def test_capstone_loss_trajectory_is_bit_identical(tmp_path, one_thread):
+    want = FIXTURE["capstone"]
+    result = run(recipe_from_dict({**want["recipe"], "out_dir": str(tmp_path / "run")}))
+    assert [h["loss"] for h in result.history] == want["losses"]
+    assert [h["lr"] for h in result.history] == want["lrs"]
+    assert result.results["val"]["loss"] == want["val_loss"]
+
+
+def test_char_model_loss_trajectory_is_bit_identical(one_thread, monkeypatch):
+    want = FIXTURE["char_model"]
+    text = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. " * 40
+    tok = cm.CharTokenizer(text)
+    train_ids, val_ids = (tok.encode(part) for part in cm.split_text(text))
+    torch.manual_seed(0)
+    model = cm.CharModel.from_config(cm.CharModelConfig.cpu(tok.vocab_size, block_size=16, d_model=32, dropout=0.1))
+    seen, cross_entropy = [], F.cross_entropy
+
+    def spy(*args, **kwargs):                 # every training loss, as the fixture recorded them
+        out = cross_entropy(*args, **kwargs)
+        if torch.is_grad_enabled():
+            seen.append(out.item())
+        return out
+
+    monkeypatch.setattr(F, "cross_entropy", spy)
+    history = cm.train_char_model(model, train_ids, val_ids, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
+                                  max_steps=20, eval_every_steps=5, eval_batches=2, seed=0, log=None)
+    assert seen == want["losses"]
+    assert [{k: h[k] for k in ("step", "lr", "val_loss")} for h in history] == want["evals"]
+    assert float(sum(p.detach().double().sum() for p in model.parameters())) == want["weight_sum"]
