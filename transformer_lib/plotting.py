@@ -327,7 +327,7 @@ def plot_attention_diagram(kind: str = "scaled-dot-product", ax=None):
         for name, xi in (("Q", 1.1), ("K", 2.3), ("V", 3.7)):
             ax.text(xi, 0.3, name, ha="center", va="center", fontsize=11)
             c.arrow(name, [(xi, 0.55), (xi, 0.95 if name != "V" else 4.55)])
-        steps = [("matmul-1", "matmul", "MatMul", 1.2, r"$QK^\top$: $(L_q, L_k)$ scores"),
+        steps = [("matmul-1", "matmul", "MatMul", 1.2, r"$\mathbf{Q}\mathbf{K}^\top$: $(L_q, L_k)$ scores"),
                  ("scale", "scale", "Scale", 2.1, r"$\div\sqrt{d_k}$"),
                  ("mask", "mask", "Mask (opt.)", 3.0, r"$-\infty$ where the mask is False"),
                  ("softmax", "softmax", "SoftMax", 3.9, "each row sums to 1")]
@@ -340,7 +340,7 @@ def plot_attention_diagram(kind: str = "scaled-dot-product", ax=None):
             ax.text(4.3, y, text, **note)
         c.arrow("flow", [(x, 4.15), (x, 4.55)])
         c.box("matmul-2", "matmul", 2.7, 4.8, 2.6, 0.5, "MatMul")
-        ax.text(4.3, 4.8, r"weights $\times\, V$: $(L_q, d_v)$", **note)
+        ax.text(4.3, 4.8, r"weights $\times\,\mathbf{V}$: $(L_q, d_v)$", **note)
         c.arrow("flow", [(2.7, 5.05), (2.7, 5.6)])
     else:
         for name, xi in (("V", 1.2), ("K", 2.9), ("Q", 4.6)):
@@ -358,10 +358,10 @@ def plot_attention_diagram(kind: str = "scaled-dot-product", ax=None):
         c.arrow("flow", [(2.9, 4.25), (2.9, 4.65)])
         c.box("linear-out", "linear", 2.9, 4.9, 2.2, 0.5, "Linear")
         c.arrow("flow", [(2.9, 5.15), (2.9, 5.6)])
-        ax.text(6.0, 1.45, r"$W_i^V, W_i^K, W_i^Q$" + "\n" + r"for $i = 1,\dots,h$", **note)
-        ax.text(6.0, 2.45, r"$\mathrm{head}_i$: $(L_q, d_v)$", **note)
+        ax.text(6.0, 1.45, r"one $\mathbf{W}_V, \mathbf{W}_K, \mathbf{W}_Q$" + "\nper head", **note)
+        ax.text(6.0, 2.45, r"each head: $(L_q, d_v)$", **note)
         ax.text(4.2, 4.0, r"$(L_q, h\,d_v)$", **note)
-        ax.text(4.2, 4.9, r"$W^O$: $(L_q, d_{\mathrm{model}})$", **note)
+        ax.text(4.2, 4.9, r"$\mathbf{W}_O$: $(L_q, d_{\mathrm{model}})$", **note)
     ax.set_xlim(0, xr)
     ax.set_ylim(0, yr)
     ax.set_aspect("equal")
