@@ -106,7 +106,8 @@ def test_architecture_draws_every_block_of_figure_1():
     assert sum(t.get_text() == "Add & Norm" for t in ax.texts) == 5       # 2 in the encoder, 3 in the decoder
     assert sum(t.get_text() == "Feed-Forward" for t in ax.texts) == 2
     boxes = _boxes(ax)
-    assert not {MUTED, MUTED_FRAME} & set(boxes.values()) and not _bold(ax)                 # nothing muted, nothing emphasised
+    assert not {MUTED, MUTED_FRAME} & set(boxes.values()) and not _bold(ax)
+    assert all(t.get_bbox_patch() is None for t in ax.texts)           # labels get a frame only when lit                 # nothing muted, nothing emphasised
     assert boxes["encoder-self-attention"] == boxes["decoder-cross-attention"]   # one colour per kind of block
     assert boxes["encoder-self-attention"] != boxes["encoder-feed-forward"]
     plt.close("all")
@@ -121,7 +122,8 @@ def plain():
 
 @pytest.mark.parametrize("part", list(ARCHITECTURE_PARTS))
 def test_architecture_highlights_every_part(part, plain):
-    """The part's boxes get a stronger tint and bold labels; every other box is muted grey."""
+    """The part's boxes get a stronger tint and bold labels (a part that is only a label, such as "inputs",
+    gets a frame); every other box is muted grey."""
     ax = plot_architecture(highlight=part)
     boxes, elements = _boxes(ax), set(ARCHITECTURE_PARTS[part])
     drawn = {a.get_gid() for a in ax.get_children() if a.get_gid()}
@@ -132,6 +134,8 @@ def test_architecture_highlights_every_part(part, plain):
         else:
             assert face == (MUTED_FRAME if gid.endswith("-stack") else MUTED), gid
     assert _bold(ax) & drawn <= elements and _bold(ax) == {t.get_gid() for t in ax.texts} & elements
+    framed = {t.get_gid() for t in ax.texts if t.get_bbox_patch() is not None}
+    assert framed == ({part} if part in ("inputs", "shifted-outputs", "output-probabilities") else set())
     plt.close("all")
 
 

@@ -98,7 +98,7 @@ def plot_attention_heads(weights, x_labels: Sequence[str] | None = None,
 _COLOURS = {"attention": "tab:orange", "add-norm": "tab:olive", "feed-forward": "tab:blue",
             "embedding": "tab:pink", "positional": "tab:cyan", "linear": "tab:purple", "matmul": "tab:purple",
             "softmax": "tab:green", "scale": "tab:olive", "mask": "tab:pink", "concat": "tab:olive",
-            "stack": "tab:gray", "text": "tab:gray"}
+            "stack": "tab:gray", "text": "tab:gray", "accent": "tab:red"}
 _MUTED_FACE, _MUTED_EDGE, _MUTED_TEXT, _MUTED_LINE = "#f3f3f3", "#c4c4c4", "#8f8f8f", "#c8c8c8"
 
 
@@ -139,8 +139,12 @@ class _Canvas:
                          fontweight=s["weight"], zorder=z + 1, linespacing=1.15, gid=element)
         return p
 
-    def label(self, element, x, y, text, fontsize=9.5, **kw):
+    def label(self, element, x, y, text, fontsize=9.5, frame=True, **kw):
+        """Text; one that stands for a part by itself (e.g. "Inputs") gets a frame when emphasised."""
         s = self.style(element, "text")
+        if frame and self.lit(element):
+            kw["bbox"] = dict(boxstyle="round,pad=0.25", facecolor=_tint(_COLOURS["accent"], 0.8),
+                              edgecolor=_COLOURS["accent"], linewidth=1.5)
         return self.ax.text(x, y, text, fontsize=fontsize, color=s["text"], fontweight=s["weight"], zorder=5,
                             linespacing=1.15, gid=element, **kw)
 
@@ -267,7 +271,7 @@ def plot_architecture(highlight=None, ax=None):
         c.wave(f"{side}-positional-encoding", x + sign * 1.05, 2.45)
         c.arrow(f"{side}-positional-encoding", [(x + sign * 0.77, 2.45), (x + sign * 0.18, 2.45)])
         c.label(f"{side}-positional-encoding", x + sign * 1.45, 2.45, "Positional\nEncoding",
-                ha="left" if sign > 0 else "right", va="center")
+                ha="left" if sign > 0 else "right", va="center", frame=False)
         c.arrow(f"{side}-flow", [(x, 2.63), (x, base + 0.15)], head=False)
     # The encoder and decoder layers (sections 3.1-3.3).
     enc_top, _ = _stack(c, "encoder", xe, [("encoder-self-attention", "Multi-Head\nSelf-Attention", 0.78),
@@ -300,7 +304,7 @@ def plot_architecture(highlight=None, ax=None):
     c.arrow("output-flow", [(xd, y + 1.58), (xd, y + 1.88)])
     c.label("output-probabilities", xd, y + 2.1, "Output Probabilities", ha="center", va="center")
     ax.set_xlim(-0.7, 13.9)
-    ax.set_ylim(0.0, y + 2.35)
+    ax.set_ylim(-0.2, y + 2.57)                # 12.3 high, 14.6 wide: the default figure's shape
     ax.set_aspect("equal")
     ax.axis("off")
     return ax
