@@ -245,7 +245,8 @@ def plot_architecture(highlight=None, ax=None):
     `highlight` is None (everything in colour), one part name or a list of them (see
     `ARCHITECTURE_PARTS`, e.g. "cross-attention" or ["embeddings", "linear-softmax"]); the named parts
     are drawn emphasised and the rest muted. An unknown name is a ValueError listing the valid ones.
-    Returns the axes.
+    The layout is made for the default figure, 6.4 inches wide (the book's figure width); on a
+    smaller `ax` the labels keep their size and may not fit their boxes. Returns the axes.
     """
     lit = None
     if highlight is not None:
