@@ -13,21 +13,6 @@ from .attention import scaled_dot_product_attention
 __all__ = ['attention_columns', 'attention_rows']
 
 # %% ../notebooks/04_cross_attention.ipynb #f6728048
-def _check_matrix(x, name: str, shape_desc: str, dim0: int | None = None, dim1: int | None = None) -> None:
-    ok = isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() == 2
-    ok = ok and (dim0 is None or x.shape[0] == dim0) and (dim1 is None or x.shape[1] == dim1)
-    if not ok:
-        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name} must be a floating-point matrix of shape {shape_desc}, got {got}")
-
-
-def _check_sequence(x, name: str, shape_desc: str, D: int | None = None) -> None:
-    ok = isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2
-    if not (ok and (D is None or x.shape[-1] == D)):
-        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name} must be a floating-point tensor of shape {shape_desc}, got {got}")
-
-
 def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                       W_V: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The notes' column form C = Attn(X, X') (chapter 04, eq. cross-attention-columns).
@@ -37,12 +22,7 @@ def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, 
     scale=False drops the 1/sqrt(d_k), as one of the notes does. Returns C: (d_v, t) and the
     weights alpha: (m, t), each column summing to 1.
     """
-    _check_matrix(H_q, "H_q", "(D, t)")
-    D = H_q.shape[0]
-    _check_matrix(H_kv, "H_kv", f"(D, m) with D = {D}", dim0=D)
-    _check_matrix(W_Q, "W_Q", f"(d_k, D) with D = {D}", dim1=D)
-    _check_matrix(W_K, "W_K", f"(d_k, D) with d_k = {W_Q.shape[0]}, D = {D}", dim0=W_Q.shape[0], dim1=D)
-    _check_matrix(W_V, "W_V", f"(d_v, D) with D = {D}", dim1=D)
+    _check_columns(H_q, H_kv, W_Q, W_K, W_V)      # see "The checks" below
     Q = W_Q @ H_q                                 # (d_k, t): q_{:j} = W_Q x'_j
     K = W_K @ H_kv                                # (d_k, m): k_{:i} = W_K x_i
     V = W_V @ H_kv                                # (d_v, m): v_{:i} = W_V x_i
@@ -62,11 +42,39 @@ def attention_rows(X_q: torch.Tensor, X_kv: torch.Tensor, W_Q: torch.Tensor, W_K
     in `attention_columns` (the nn.Linear weight layout). mask: boolean, True = may attend,
     broadcastable to (..., t, m). Returns (output (..., t, d_v), weights (..., t, m), rows summing to 1).
     """
-    _check_sequence(X_q, "X_q", "(..., t, D)")
-    D = X_q.shape[-1]
-    _check_sequence(X_kv, "X_kv", f"(..., m, D) with D = {D}", D)
+    _check_rows(X_q, X_kv, W_Q, W_K, W_V)
+    return scaled_dot_product_attention(X_q @ W_Q.T, X_kv @ W_K.T, X_kv @ W_V.T, mask,
+                                        scale=None if scale else 1.0)
+
+# %% ../notebooks/04_cross_attention.ipynb #7b4d1f95
+def _check_matrix(x, name: str, shape_desc: str, dim0: int | None = None, dim1: int | None = None) -> None:
+    ok = isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() == 2
+    ok = ok and (dim0 is None or x.shape[0] == dim0) and (dim1 is None or x.shape[1] == dim1)
+    if not ok:
+        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a floating-point matrix of shape {shape_desc}, got {got}")
+
+
+def _check_sequence(x, name: str, shape_desc: str, D: int | None = None) -> None:
+    ok = isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2
+    if not (ok and (D is None or x.shape[-1] == D)):
+        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a floating-point tensor of shape {shape_desc}, got {got}")
+
+
+def _check_weights(W_Q, W_K, W_V, D: int) -> None:
     _check_matrix(W_Q, "W_Q", f"(d_k, D) with D = {D}", dim1=D)
     _check_matrix(W_K, "W_K", f"(d_k, D) with d_k = {W_Q.shape[0]}, D = {D}", dim0=W_Q.shape[0], dim1=D)
     _check_matrix(W_V, "W_V", f"(d_v, D) with D = {D}", dim1=D)
-    return scaled_dot_product_attention(X_q @ W_Q.T, X_kv @ W_K.T, X_kv @ W_V.T, mask,
-                                        scale=None if scale else 1.0)
+
+
+def _check_columns(H_q, H_kv, W_Q, W_K, W_V) -> None:
+    _check_matrix(H_q, "H_q", "(D, t)")
+    _check_matrix(H_kv, "H_kv", f"(D, m) with D = {H_q.shape[0]}", dim0=H_q.shape[0])
+    _check_weights(W_Q, W_K, W_V, H_q.shape[0])
+
+
+def _check_rows(X_q, X_kv, W_Q, W_K, W_V) -> None:
+    _check_sequence(X_q, "X_q", "(..., t, D)")
+    _check_sequence(X_kv, "X_kv", f"(..., m, D) with D = {X_q.shape[-1]}", X_q.shape[-1])
+    _check_weights(W_Q, W_K, W_V, X_q.shape[-1])

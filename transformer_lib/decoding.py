@@ -28,8 +28,39 @@ def _check_src(src: torch.Tensor) -> None:
         raise ValueError(f"src must be a long tensor of token ids of shape (B, S), got {got}")
 
 
+def _check_model(model: nn.Module) -> None:
+    if not hasattr(model, "encode") and isinstance(getattr(model, "module", None), nn.Module):
+        raise TypeError(f"model is a {type(model).__name__} wrapper: decode with the model inside it, model.module "
+                        f"(DistributedDataParallel only synchronises gradients, and decoding computes none)")
+
+
+def _check_count(value, name: str, what: str) -> None:
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
+        raise ValueError(f"{name} must be >= 1, a whole number of {what}, got {value!r}")
+
+
+def _check_ids(vocab: int | None, bos_id, eos_id, pad_id: int) -> None:
+    """bos_id, eos_id and pad_id must be ids of the target vocabulary (when its size is known), eos != pad."""
+    for name, i in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        if vocab is not None and not (hasattr(i, "__index__") and 0 <= i < vocab):
+            raise ValueError(f"{name} must be a token id of the target vocabulary, in [0, {vocab}), got {i!r}")
+    if eos_id == pad_id:
+        raise ValueError(f"eos_id must differ from pad_id ({pad_id}): a finished sentence is padded with pad_id, "
+                         f"so eos must be a token of its own")
+
+
+def _check_decoding(model: nn.Module, src: torch.Tensor, bos_id, eos_id, pad_id: int | None) -> int:
+    """The checks both decoders share; returns pad_id (default: the model's config)."""
+    _check_src(src)
+    _check_model(model)
+    pad_id = _pad_id(model, pad_id)
+    _check_ids(getattr(getattr(model, "config", None), "tgt_vocab_size", None), bos_id, eos_id, pad_id)
+    return pad_id
+
+
 def _banned(vocab: int, pad_id: int, bos_id: int, eos_id: int, device) -> torch.Tensor:
     """(V,) bool: tokens a decoder never emits (padding, and bos unless it doubles as eos)."""
+    _check_ids(vocab, bos_id, eos_id, pad_id)                       # for a model without a config
     banned = torch.zeros(vocab, dtype=torch.bool, device=device)
     banned[pad_id] = True
     if bos_id != eos_id:
@@ -52,10 +83,8 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int
     keeps keys/values in a cache; without, it re-reads the whole prefix. With `return_logits`,
     also the raw logits of every step, (B, T - 1, V).
     """
-    _check_src(src)
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
-    pad_id = _pad_id(model, pad_id)
+    pad_id = _check_decoding(model, src, bos_id, eos_id, pad_id)
+    _check_count(max_len, "max_len", "new tokens")
     was_training = model.training
     model.eval()
     if src_mask is None:
@@ -101,15 +130,13 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
     _check_src(src)
     if bos_id is None or eos_id is None:
         raise ValueError("bos_id and eos_id must be given")
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0, got {alpha}")
-    pad_id = _pad_id(model, pad_id)
+    _check_count(beam_size, "beam_size", "beams")
+    if not 0 <= alpha < math.inf:                                   # also rejects NaN
+        raise ValueError(f"alpha must be >= 0 and finite, got {alpha!r}")
+    pad_id = _check_decoding(model, src, bos_id, eos_id, pad_id)
     if max_len is None:
         max_len = min(src.shape[1] + 50, int(getattr(getattr(model, "config", None), "max_len", 10**9)))
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    _check_count(max_len, "max_len", "new tokens")
     was_training = model.training
     model.eval()
     B, K, device = src.shape[0], beam_size, src.device
@@ -168,6 +195,6 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
             break
     model.train(was_training)
     best = fin_tokens[:, 0]                                                                   # (B, max_len+1)
-    length = int((best != pad_id).sum(1).max())
+    length = int((best != pad_id).sum(1).max()) if B else 2                                  # empty batch: as greedy
     best = best[:, :length]
     return (best, fin_scores[:, 0]) if return_scores else best

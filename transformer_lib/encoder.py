@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import _check_dtype
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import LayerNorm, ResidualConnection
 from .multi_head_attention import MultiHeadAttention
@@ -14,12 +15,6 @@ from .multi_head_attention import MultiHeadAttention
 __all__ = ['EncoderLayer', 'Encoder', 'layer_costs']
 
 # %% ../notebooks/09_encoder.ipynb #2bc90bee
-def _check_input(x, d_model: int, name: str = "x") -> None:
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3 or x.size(-1) != d_model:
-        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name} must be a floating-point tensor of shape (B, L, d_model={d_model}), got {got}")
-
-
 class EncoderLayer(nn.Module):
     """One encoder layer (§3.1, eqs. encoder-attn and encoder-ffn): self-attention, then the FFN, each
     inside a residual connection with LayerNorm (post-LN by default; norm_first=True for pre-LN).
@@ -41,7 +36,7 @@ class EncoderLayer(nn.Module):
         self.residual_ffn = ResidualConnection(d_model, dropout, norm_first, eps)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self.d_model)
+        _check_input(x, self)
         x = self.residual_attn(x, lambda h: self.self_attn(h, h, h, mask, is_causal=is_causal))   # (B, L, d_model)
         return self.residual_ffn(x, self.feed_forward)                       # (B, L, d_model)
 
@@ -64,10 +59,21 @@ class Encoder(nn.Module):
         self.norm = LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self.d_model)
+        _check_input(x, self)
         for layer in self.layers:
             x = layer(x, mask, is_causal)                      # (B, L, d_model)
         return x if self.norm is None else self.norm(x)
+
+# %% ../notebooks/09_encoder.ipynb #71c9e0f3
+def _check_input(x, module: nn.Module, name: str = "x") -> None:
+    """x must be a floating-point (B, L, d_model) tensor of the dtype of `module`'s parameters."""
+    d_model = module.d_model
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3 or x.size(-1) != d_model:
+        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a floating-point tensor of shape (B, L, d_model={d_model}), got {got}")
+    weight = next(module.parameters(), None)
+    if weight is not None:
+        _check_dtype(x, name, weight.dtype)
 
 # %% ../notebooks/09_encoder.ipynb #c65d0490
 def _layers_to_reach(distance: int, reach) -> int:

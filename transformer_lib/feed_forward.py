@@ -7,6 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import _check_dtype
+
 # %% auto #0
 __all__ = ['PositionwiseFeedForward', 'layer_parameter_counts']
 
@@ -26,8 +28,7 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() < 1 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (..., L, d_model={self.d_model}), got {tuple(x.shape)}")
+        _check_ffn_input(self, x)
         return self.w_2(self.dropout(F.relu(self.w_1(x))))    # (..., L, d_ff) -> (..., L, d_model)
 
 # %% ../notebooks/08_feed_forward.ipynb #8f425bc7
@@ -38,3 +39,9 @@ def layer_parameter_counts(d_model: int, d_ff: int, decoder: bool = False) -> di
     return {"attention": n_attn * attention,
             "feed-forward": 2 * d_model * d_ff + d_ff + d_model,
             "layer norms": (n_attn + 1) * 2 * d_model}
+
+# %% ../notebooks/08_feed_forward.ipynb #a0d7f3b8
+def _check_ffn_input(ffn: PositionwiseFeedForward, x) -> None:
+    if x.dim() < 1 or x.size(-1) != ffn.d_model:
+        raise ValueError(f"x must have shape (..., L, d_model={ffn.d_model}), got {tuple(x.shape)}")
+    _check_dtype(x, "x", ffn.w_1.weight.dtype)

@@ -44,21 +44,6 @@ def pe_dot_product(k: int, d_model: int) -> float:
     return float(torch.cos(_frequencies(d_model) * k).sum())
 
 # %% ../notebooks/06_positional_encoding.ipynb #f11c4ed5
-def _check_features(x: torch.Tensor, d_model: int, name: str = "x") -> None:
-    if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.size(-1) != d_model:
-        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name} must have shape (..., L, d_model={d_model}), got {got}")
-
-
-def _check_positions(length: int, offset: int, max_len: int) -> None:
-    if not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be a non-negative int, got {offset!r}")
-    if offset + length > max_len:
-        raise ValueError(f"positions {offset}..{offset + length - 1} do not fit the positional table of "
-                         f"max_len={max_len} (sequence length {length}, offset {offset}); "
-                         f"build the module with a larger max_len")
-
-
 class PositionalEncoding(nn.Module):
     """Fixed sinusoidal positions (§3.5): x + PE[offset : offset + L], then dropout (§5.4).
 
@@ -72,10 +57,8 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_features(x, self.d_model)
-        length = x.size(-2)
-        _check_positions(length, offset, self.max_len)
-        return self.dropout(x + self.pe[offset:offset + length].to(x.dtype))   # (..., L, d_model)
+        _check_positions(self, x, offset)                   # see "The checks" below
+        return self.dropout(x + self.pe[offset:offset + x.size(-2)].to(x.dtype))   # (..., L, d_model)
 
 # %% ../notebooks/06_positional_encoding.ipynb #2d94c17a
 class LearnedPositionalEmbedding(nn.Module):
@@ -88,7 +71,19 @@ class LearnedPositionalEmbedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_features(x, self.d_model)
-        length = x.size(-2)
-        _check_positions(length, offset, self.max_len)
-        return self.dropout(x + self.weight[offset:offset + length].to(x.dtype))   # (..., L, d_model)
+        _check_positions(self, x, offset)                   # see "The checks" below
+        return self.dropout(x + self.weight[offset:offset + x.size(-2)].to(x.dtype))   # (..., L, d_model)
+
+# %% ../notebooks/06_positional_encoding.ipynb #3e8b6f07
+def _check_positions(module: nn.Module, x, offset) -> None:
+    d_model, max_len = module.d_model, module.max_len
+    if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.size(-1) != d_model:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape (..., L, d_model={d_model}), got {got}")
+    length = x.size(-2)
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+    if offset + length > max_len:
+        raise ValueError(f"positions {offset}..{offset + length - 1} do not fit the positional table of "
+                         f"max_len={max_len} (sequence length {length}, offset {offset}); "
+                         f"build the module with a larger max_len")

@@ -15,9 +15,13 @@ def basic_self_attention(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     x: (..., N, D) floating-point tensor. Returns (y, weights) with y: (..., N, D) and
     weights: (..., N, N), each row of the weights summing to 1.
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
-        got = f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"x must be a floating-point tensor of shape (..., N, D), got {got}")
+    _check_x(x)                                 # see "The checks" below
     scores = x @ x.transpose(-2, -1)            # (..., N, N): s_ij = x_i . x_j
     weights = torch.softmax(scores, dim=-1)     # (..., N, N): each row sums to 1
     return weights @ x, weights                 # (..., N, D), (..., N, N)
+
+# %% ../notebooks/01_self_attention.ipynb #0c5d7a9b
+def _check_x(x) -> None:
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
+        got = f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x must be a floating-point tensor of shape (..., N, D), got {got}")
