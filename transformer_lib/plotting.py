@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import matplotlib.pyplot as plt
 import torch
+
+try:
+    import matplotlib.pyplot as plt
+except ModuleNotFoundError as e:  # matplotlib comes with the [plot] extra
+    raise ModuleNotFoundError(f'transformer_lib.plotting needs {e.name}: pip install "transformer-lib[plot]"', name=e.name) from e
 
 # %% auto #0
 __all__ = ['plot_attention', 'plot_attention_heads']

@@ -3,12 +3,21 @@
 # %% ../notebooks/17_subwords_and_bleu.ipynb #d3600f2e
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple, Sequence
+
+
+def _require(module: str):
+    """Import `module` (tokenizers or sacrebleu, from the [nlp] extra), or say how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f'transformer_lib.text needs {e.name} for this: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 # %% auto #0
 __all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'pretokenize', 'learn_bpe',
@@ -120,6 +129,7 @@ class SubwordTokenizer:
     def train(cls, texts: Sequence[str], vocab_size: int = 8000, min_frequency: int = 2) -> SubwordTokenizer:
         """Learn a BPE vocabulary of at most `vocab_size` ids (4 special + 256 byte + characters +
         merges) from `texts`, e.g. the German and the English training sentences together."""
+        _require("tokenizers")
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
         texts = list(texts)
@@ -150,6 +160,7 @@ class SubwordTokenizer:
     @classmethod
     def load(cls, path: str | os.PathLike) -> SubwordTokenizer:
         """Load a tokenizer saved with `save`; a missing or unreadable file is a clear error."""
+        _require("tokenizers")
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -267,7 +278,7 @@ class BleuResult(NamedTuple):
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
     """sacreBLEU corpus BLEU of detokenized `hypotheses` against raw `references` (one per hypothesis):
     cased, `13a` tokenization, default exp smoothing. Returns `(score, signature)`."""
-    import sacrebleu
+    sacrebleu = _require("sacrebleu")
 
     for name, xs in (("hypotheses", hypotheses), ("references", references)):
         if isinstance(xs, str) or not all(isinstance(x, str) for x in xs):

@@ -24,7 +24,11 @@ from typing import Iterator, Sequence
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm import tqdm
+
+try:
+    from tqdm import tqdm
+except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
+    raise ModuleNotFoundError(f'transformer_lib.train needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 from transformer_lib.optimization import (
     CheckpointError,

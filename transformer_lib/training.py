@@ -13,7 +13,11 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm import tqdm
+
+try:
+    from tqdm import tqdm
+except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
+    raise ModuleNotFoundError(f'transformer_lib.training needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 # %% auto #0
 __all__ = ['shift_targets', 'pad_sequences', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
