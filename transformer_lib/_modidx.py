@@ -523,6 +523,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                            'transformer_lib/training.py'),
                                           'transformer_lib.training._copy_to_device': ( 'training.html#_copy_to_device',
                                                                                         'transformer_lib/training.py'),
+                                          'transformer_lib.training.amp_settings': ( 'training.html#amp_settings',
+                                                                                     'transformer_lib/training.py'),
                                           'transformer_lib.training.autocast_dtype': ( 'training.html#autocast_dtype',
                                                                                        'transformer_lib/training.py'),
                                           'transformer_lib.training.collate': ('training.html#collate', 'transformer_lib/training.py'),

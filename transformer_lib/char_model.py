@@ -173,6 +173,7 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas,
                                   fused=device.type == "cuda")
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)   # float16 (e.g. a T4)
     g = torch.Generator(device=device).manual_seed(seed)
     torch.manual_seed(seed)
     history: list[dict] = []
@@ -197,10 +198,12 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
             logits = model(x)                                               # (B, T, V)
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        scaler.scale(loss).backward()                                   # scaled only with float16
+        scaler.unscale_(optimizer)
         if grad_clip:
             nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         step += 1
         if time_budget_s is None or device.type != "cuda" or step % 10 == 0:   # on a GPU: sync every 10 steps
             _synchronize(device)

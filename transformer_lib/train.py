@@ -45,6 +45,7 @@ from transformer_lib.optimization import (
 from transformer_lib.training import (
     Batch,
     TrainingClock,
+    amp_settings,
     autocast_dtype,
     pad_sequences,
     pick_device,
@@ -106,8 +107,8 @@ class Recipe:
     # --- system ---
     seed: int = 0
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1"
-    amp: bool = True              # bf16 autocast on CUDA (ignored on the CPU)
-    compile: bool = False         # torch.compile the model (with fixed_shapes: a handful of shapes)
+    amp: bool = True              # mixed precision on CUDA: bf16, or float16 + loss scaling below compute capability 8.0
+    compile: bool = False         # torch.compile the model (with fixed_shapes: a handful of shapes); skipped below 8.0
     out_dir: str = "runs/multi30k"
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
@@ -582,7 +583,10 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     trained = model
     if world_size > 1:
         trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if recipe.compile:
+    if recipe.compile and not amp_settings(device)[2]:    # e.g. a T4: Triton cannot compile there
+        if is_main:
+            print(f"not compiling: torch.compile is not used on {device_name(device)} (compute capability < 8.0)")
+    elif recipe.compile:
         trained = torch.compile(trained, dynamic=False)
 
     clock = TrainingClock(device, start_s=train_seconds)    # training seconds; paused for evaluation
