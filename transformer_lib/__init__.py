@@ -19,7 +19,7 @@ from .self_attention import basic_self_attention
 from .attention import scaled_dot_product_attention
 from .interop import from_torch
 from .masking import make_causal_mask, make_padding_mask
-from .multi_head_attention import MultiHeadAttention
+from .multi_head_attention import MultiHeadAttention, count_parameters
 
 # --- Part II: the Transformer (chapters 06-12) ----------------------------------------------------------
 # isort: split
@@ -27,7 +27,7 @@ from .decoder import Decoder, DecoderLayer, reorder_cache
 from .encoder import Encoder, EncoderLayer
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import LayerNorm, ResidualConnection
-from .model import Transformer, TransformerConfig, parameter_count
+from .model import Transformer, TransformerConfig
 from .positional import LearnedPositionalEmbedding, PositionalEncoding, sinusoidal_encoding
 
 # --- Part III: training and decoding (chapters 13-16) -----------------------------------------------------

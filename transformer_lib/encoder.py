@@ -47,7 +47,7 @@ class EncoderLayer(nn.Module):
 
 # %% ../notebooks/09_encoder.ipynb #bc6f6ba2
 class Encoder(nn.Module):
-    """The encoder (§3.1, eq. encoder-stack): n_layers EncoderLayers, plus a final LayerNorm when
+    """The encoder (§3.1): n_layers EncoderLayers, plus a final LayerNorm when
     final_norm is True (default: exactly when norm_first, i.e. pre-LN).
 
     forward(x (B, L, d_model) embeddings, mask=None, is_causal=False) -> memory (B, L, d_model).

@@ -46,8 +46,8 @@ def pretokenize(text: str) -> list[str]:
 def learn_bpe(texts: Sequence[str], num_merges: int) -> list[tuple[str, str]]:
     """Learn `num_merges` BPE merges from `texts` (Sennrich et al. 2016, Algorithm 1).
 
-    Counts adjacent symbol pairs over all words weighted by word frequency (eq. bpe-pair-count),
-    merges the most frequent one (eq. bpe-merge), and repeats. Ties go to the pair whose symbols
+    Counts adjacent symbol pairs over all words weighted by word frequency,
+    merges the most frequent one, and repeats. Ties go to the pair whose symbols
     were created first (characters in code-point order, then merged symbols in order), as in
     Hugging Face `tokenizers`. Returns the merges in the order learned.
     """
@@ -57,13 +57,13 @@ def learn_bpe(texts: Sequence[str], num_merges: int) -> list[tuple[str, str]]:
     merges: list[tuple[str, str]] = []
     for _ in range(num_merges):
         pairs: Counter = Counter()
-        for symbols, c in words:                                 # eq. bpe-pair-count
+        for symbols, c in words:                                 # pair counts, weighted by word frequency
             for a, b in zip(symbols, symbols[1:]):
                 pairs[a, b] += c
         if not pairs:
             break                                                # every word is one symbol
         (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], -rank[kv[0][0]], -rank[kv[0][1]]))
-        merges.append((a, b))                                    # eq. bpe-merge
+        merges.append((a, b))                                    # the most frequent pair
         rank.setdefault(a + b, len(rank))
         for symbols, _ in words:
             i = 0
@@ -196,9 +196,10 @@ class SubwordTokenizer:
         encs = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
 
-    def tokens(self, text: str) -> list[str]:
-        "The subword strings of `text` (for printing and for the axes of attention maps)."
-        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+    def tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+        """The subword strings of `text` (for printing and for the axes of attention maps), one per id of
+        `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
+        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
 
     def id_to_token(self, i: int) -> str:
         return self.tokenizer.id_to_token(int(i))
@@ -243,7 +244,7 @@ def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
 def bleu_from_tokens(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
                      max_order: int = 4) -> float:
     """Corpus BLEU (Papineni et al. 2002) of tokenized `hypotheses` against one tokenized reference each:
-    clipped n-gram precisions (eq. bleu-precision), brevity penalty and geometric mean (eq. bleu),
+    clipped n-gram precisions, brevity penalty and their geometric mean,
     with sacreBLEU's default 'exp' smoothing of zero counts. Returns a score in [0, 100]."""
     if len(hypotheses) != len(references):
         raise ValueError(f"got {len(hypotheses)} hypotheses but {len(references)} references")

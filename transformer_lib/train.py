@@ -82,7 +82,7 @@ class Recipe:
     # --- data and vocabulary ---
     vocab_size: int = 8000        # joint BPE ids, trained on the training split only
     train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000)
-    batch_tokens: int = 12288     # padded positions per side per batch, per process (eq. token-budget)
+    batch_tokens: int = 12288     # padded positions per side per batch, per process
     bucket: int = 8               # round sequence lengths up to a multiple of this
     fixed_shapes: bool = False    # also pad the batch axis: one tensor shape per length bucket
     # --- optimisation ---

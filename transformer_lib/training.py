@@ -27,7 +27,7 @@ __all__ = ['shift_targets', 'pad_sequences', 'Batch', 'collate', 'token_batches'
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Split `[bos, y_1, ..., y_n, eos, pad...]` (B, T+1) into decoder input (B, T) and labels (B, T).
 
-    Teacher forcing (eq. teacher-forcing-loss): the input at position t is y_t, the label is y_{t+1}.
+    Teacher forcing: the input at position t is y_t, the label is y_{t+1}.
     """
     if tgt.dim() != 2 or tgt.shape[1] < 2:
         raise ValueError(f"tgt must have shape (B, T+1) with T+1 >= 2 (bos ... eos), got {tuple(tgt.shape)}")
@@ -81,7 +81,7 @@ def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 
 # %% ../notebooks/13_training.ipynb #2ff4f527
 def token_batches(lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
                   epoch: int = 0, num_replicas: int = 1, rank: int = 0) -> list[list[int]]:
-    """Indices grouped into batches of similar length with n_b · max length ≤ max_tokens (eq. token-budget).
+    """Indices grouped into batches of similar length with n_b · max length ≤ max_tokens.
 
     Sentences are sorted by length (ties in random order), packed greedily, and the batch order is
     shuffled with a generator seeded by (seed, epoch), so every process computes the same batches.
