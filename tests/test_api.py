@@ -66,3 +66,11 @@ def test_token_labels_line_up_with_the_ids(tok, text, add_bos, add_eos):
 def test_token_labels_without_flags_are_the_subwords(tok):
     text = "Two dogs play in the snow."
     assert tok.tokens(text) == tok.tokenizer.encode(text, add_special_tokens=False).tokens
+
+
+def test_readme_parameter_count_is_true():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"`count_parameters(TransformerConfig.base(37000))` is {count_parameters(TransformerConfig.base(37000)):,}" \
+        in readme
