@@ -48,6 +48,8 @@ from .optimization import (
 _LAZY = {
     "plot_attention": "plotting",
     "plot_attention_heads": "plotting",
+    "plot_architecture": "plotting",
+    "plot_attention_diagram": "plotting",
     # Part III (chapters 13, 16)
     "train": "training",
     "train_step": "training",

@@ -11,7 +11,7 @@ from .layer_norm import LayerNorm, ResidualConnection
 from .multi_head_attention import MultiHeadAttention
 
 # %% auto #0
-__all__ = ['EncoderLayer', 'Encoder']
+__all__ = ['EncoderLayer', 'Encoder', 'layer_costs']
 
 # %% ../notebooks/09_encoder.ipynb #2bc90bee
 def _check_input(x, d_model: int, name: str = "x") -> None:
@@ -68,3 +68,49 @@ class Encoder(nn.Module):
         for layer in self.layers:
             x = layer(x, mask, is_causal)                      # (B, L, d_model)
         return x if self.norm is None else self.norm(x)
+
+# %% ../notebooks/09_encoder.ipynb #c65d0490
+def _layers_to_reach(distance: int, reach) -> int:
+    """Smallest L >= 0 with reach(L) >= distance."""
+    layers = 0
+    while reach(layers) < distance:
+        layers += 1
+    return layers
+
+
+def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, dict]:
+    """The paper's Table 1 (§4), counted for one layer of width d on one sequence of length n.
+
+    Returns {layer type: {"mult_adds", "sequential_ops", "max_path_length", "table1"}}:
+    multiply-adds of the matrix products (self-attention: 4 n d^2 for the projections + 2 n^2 d), steps that
+    must run one after another, the steps from input position 1 to output position n (layers
+    for stacks, time steps for recurrences) and the paper's order of the complexity per layer.
+    Layer types: "self_attention", "rnn" (nn.RNN), "gru" (nn.GRU), "conv" (causal Conv1d of
+    width k), "dilated_conv" (dilation k^(l-1) in layer l) and, when r is given,
+    "restricted_self_attention" (each query sees the r positions centred on it, r odd).
+    """
+    for name, value, low in (("n", n, 1), ("d", d, 1), ("k", k, 2)):
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if r is not None and (not isinstance(r, int) or r < 3 or r % 2 == 0):
+        raise ValueError(f"r (neighbourhood size) must be an odd int >= 3, got {r!r}")
+    far = n - 1                                  # from position 1 to position n
+
+    def row(mult_adds, sequential_ops, max_path_length, table1):
+        return {"mult_adds": mult_adds, "sequential_ops": sequential_ops,
+                "max_path_length": max_path_length, "table1": table1}
+
+    costs = {
+        "self_attention": row(4 * n * d * d + 2 * n * n * d, 1, min(far, 1), "O(n^2 d)"),
+        "rnn": row(2 * n * d * d, n, far, "O(n d^2)"),
+        "gru": row(6 * n * d * d, n, far, "O(n d^2)"),
+        "conv": row(k * n * d * d, 1,
+                    _layers_to_reach(far, lambda L: L * (k - 1)), "O(k n d^2)"),
+        "dilated_conv": row(k * n * d * d, 1,
+                            _layers_to_reach(far, lambda L: k**L - 1), "O(k n d^2)"),
+    }
+    if r is not None:
+        costs["restricted_self_attention"] = row(
+            4 * n * d * d + 2 * n * r * d, 1,
+            _layers_to_reach(far, lambda L: L * (r - 1) // 2), "O(r n d)")
+    return costs

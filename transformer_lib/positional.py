@@ -35,7 +35,7 @@ def pe_shift_matrix(k: int, d_model: int, dtype: torch.dtype = torch.float64) ->
     """R_k: the (d_model, d_model) block-diagonal rotation with PE[pos + k] = R_k @ PE[pos]."""
     theta = _frequencies(d_model) * k                                 # (d/2,): omega_i * k
     c, s = torch.cos(theta), torch.sin(theta)
-    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)   # (d/2, 2, 2): R(omega_i k)
+    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)   # (d/2, 2, 2): R(-omega_i k)
     return torch.block_diag(*blocks).to(dtype)                        # (d, d)
 
 

@@ -31,6 +31,7 @@ except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
     raise ModuleNotFoundError(f'transformer_lib.train needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 from transformer_lib.optimization import (
+    BudgetSchedule,
     CheckpointError,
     LabelSmoothingLoss,
     WarmupSchedule,
@@ -79,6 +80,7 @@ class Recipe:
     attn_dropout: float = 0.3     # dropout on attention weights (not in the paper; nn.Transformer has it)
     ffn_dropout: float = 0.3      # dropout inside the feed-forward sub-layer (likewise)
     norm_first: bool = False      # pre-LN instead of the paper's post-LN
+    positional: str = "sinusoidal"  # "sinusoidal" (the paper) or "learned" (Table 3, row E)
     # --- data and vocabulary ---
     vocab_size: int = 8000        # joint BPE ids, trained on the training split only
     train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000)
@@ -88,6 +90,8 @@ class Recipe:
     # --- optimisation ---
     peak_lr: float = 1e-3         # learning rate at the end of warm-up (the schedule of eq. 3, rescaled)
     warmup_steps: int = 400
+    schedule: str = "noam"        # "noam": eq. (3) rescaled to peak_lr; "budget": warm-up, hold, linear decay to 0
+    decay_start: float = 0.6      # "budget" schedule: fraction of the time/step budget where the decay starts
     label_smoothing: float = 0.1
     clip_grad_norm: float = 0.0   # 0 = no clipping (the paper does not clip)
     # --- duration: training stops at whichever limit comes first (0 = no limit) ---
@@ -215,6 +219,14 @@ def validate_recipe(r: Recipe) -> None:
     for name in ("dropout", "attn_dropout", "ffn_dropout", "label_smoothing"):
         if not 0.0 <= getattr(r, name) < 1.0:
             raise RecipeError(f"{name} must be in [0, 1), got {getattr(r, name)}")
+    if r.schedule not in ("noam", "budget"):
+        raise RecipeError(f"schedule must be 'noam' or 'budget', got {r.schedule!r}")
+    if r.positional not in ("sinusoidal", "learned"):
+        raise RecipeError(f"positional must be 'sinusoidal' or 'learned', got {r.positional!r}")
+    if not 0.0 <= r.decay_start <= 1.0:
+        raise RecipeError(f"decay_start must be in [0, 1], got {r.decay_start}")
+    if r.schedule == "budget" and not (r.time_budget_s or r.max_steps):
+        raise RecipeError("schedule='budget' needs time_budget_s or max_steps: it decays to 0 at the end of the budget")
     if r.peak_lr <= 0:
         raise RecipeError(f"peak_lr must be > 0, got {r.peak_lr}")
     if not (r.epochs or r.time_budget_s or r.max_steps):
@@ -376,7 +388,7 @@ def build_model(recipe: Recipe, vocab_size: int) -> Transformer:
                                n_heads=recipe.n_heads, n_layers=recipe.n_layers, d_ff=recipe.d_ff,
                                dropout=recipe.dropout, attn_dropout=recipe.attn_dropout,
                                ffn_dropout=recipe.ffn_dropout, norm_first=recipe.norm_first, max_len=MAX_LEN,
-                               pad_id=0, share_embeddings=True, tie_output=True)
+                               pad_id=0, share_embeddings=True, tie_output=True, positional=recipe.positional)
     return Transformer(config)
 
 # %% ../notebooks/18_capstone.ipynb #f7a71288
@@ -569,10 +581,18 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     # their per-call range checks (each a host-device sync that would stall the GPU's queue).
     check_token_ids(train_ids + val_ids, tokenizer.vocab_size)
     model.check_inputs = loss_fn.check_inputs = False
-    base_lr = recipe.peak_lr / warmup_lr(recipe.warmup_steps, recipe.d_model, recipe.warmup_steps)
-    optimizer = paper_adam(model.parameters(), lr=base_lr)
-    scheduler = WarmupSchedule(optimizer, recipe.d_model, recipe.warmup_steps)
     step, history, evals, train_seconds = 0, [], [], 0.0
+    clock_box: list[TrainingClock] = []             # the clock starts after a resumed checkpoint is read
+    if recipe.schedule == "budget":
+        def progress(updates: int) -> float:        # fraction of the budget used: time or updates, the larger
+            used = clock_box[0]() / recipe.time_budget_s if clock_box and recipe.time_budget_s else 0.0
+            return max(used, updates / recipe.max_steps if recipe.max_steps else 0.0)
+        optimizer = paper_adam(model.parameters(), lr=recipe.peak_lr)
+        scheduler = BudgetSchedule(optimizer, recipe.warmup_steps, progress, recipe.decay_start)
+    else:
+        base_lr = recipe.peak_lr / warmup_lr(recipe.warmup_steps, recipe.d_model, recipe.warmup_steps)
+        optimizer = paper_adam(model.parameters(), lr=base_lr)
+        scheduler = WarmupSchedule(optimizer, recipe.d_model, recipe.warmup_steps)
     if ckpt is not None:
         ckpt = load_checkpoint(ckpt_path, model, optimizer, scheduler)
         step, extra = ckpt["step"], ckpt["extra"]
@@ -590,6 +610,7 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
         trained = torch.compile(trained, dynamic=False)
 
     clock = TrainingClock(device, start_s=train_seconds)    # training seconds; paused for evaluation
+    clock_box.append(clock)
 
     def evaluate(epoch: int, beam: bool) -> dict:
         rec = {"step": step, "epoch": epoch, "elapsed_s": clock(),
