@@ -42,7 +42,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
 class AttentionHead(nn.Module):
     """One head of scaled dot-product attention with learned projections (section 3.2.1, eq. (1)).
 
-    q_i = x_i W_Q, k_j = x'_j W_K, v_j = x'_j W_V (chapter 02, eq. qkv-projections), then
+    q_i = x_i W_Q, k_j = x'_j W_K, v_j = x'_j W_V (chapter 02), then
     softmax(Q K^T / sqrt(d_k)) V. forward(query, key=None, value=None, mask=None) -> (output, weights)
     with query (..., L_q, d_model), key and value (..., L_k, d_model); key defaults to query (self-attention)
     and value to key.

@@ -173,6 +173,7 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
                                    {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas,
                                   fused=device.type == "cuda")
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None   # float16 (e.g. a T4)
     g = torch.Generator(device=device).manual_seed(seed)
     torch.manual_seed(seed)
     history: list[dict] = []
@@ -197,10 +198,16 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
             logits = model(x)                                               # (B, T, V)
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss if scaler is None else scaler.scale(loss)).backward()
+        if scaler is not None:
+            scaler.unscale_(optimizer)                                  # true gradients for clipping
         if grad_clip:
             nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimizer.step()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)                                      # skipped if a gradient is inf/NaN
+            scaler.update()
         step += 1
         if time_budget_s is None or device.type != "cuda" or step % 10 == 0:   # on a GPU: sync every 10 steps
             _synchronize(device)

@@ -15,7 +15,7 @@ __all__ = ['attention_columns', 'attention_rows']
 # %% ../notebooks/04_cross_attention.ipynb #f6728048
 def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                       W_V: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The notes' column form C = Attn(X, X') (chapter 04, eq. cross-attention-columns).
+    """The notes' column form C = Attn(X, X') (chapter 04; one token per column).
 
     H_q: (D, t), decoder inputs X' (one token per column, the queries); H_kv: (D, m), encoder inputs
     X (keys and values); W_Q, W_K: (d_k, D); W_V: (d_v, D). c_{:j} = V softmax(K^T q_{:j} / sqrt(d_k)).
@@ -36,7 +36,7 @@ def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, 
 def attention_rows(X_q: torch.Tensor, X_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                    W_V: torch.Tensor, mask: torch.Tensor | None = None,
                    scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same layer in the row convention (chapter 04, eq. cross-attention-rows).
+    """The same layer in the row convention (chapter 04; one token per row).
 
     X_q: (..., t, D), the query sequence; X_kv: (..., m, D), the key/value sequence; W_Q, W_K, W_V as
     in `attention_columns` (the nn.Linear weight layout). mask: boolean, True = may attend,

@@ -76,7 +76,7 @@ def _causal(length: int, device) -> torch.Tensor:
 def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int,
                   src_mask: torch.Tensor | None = None, use_cache: bool = True, *, pad_id: int | None = None,
                   return_logits: bool = False):
-    """Greedy decoding (eq. greedy): at most `max_len` new tokens per sentence of `src` (B, S).
+    """Greedy decoding (each step appends the most probable next token): at most `max_len` new tokens per sentence of `src` (B, S).
 
     Returns token ids (B, T), T <= max_len + 1, starting with `bos_id`, `pad_id` (default: the
     model's config) after `eos_id`. With `use_cache` the decoder sees one new token per step and
@@ -112,7 +112,7 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int
 
 # %% ../notebooks/15_decoding.ipynb #26ca0bb1
 def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (eq. length-penalty); |Y| counts eos."""
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al., 2016); |Y| counts eos."""
     return ((5.0 + length) / 6.0) ** alpha
 
 # %% ../notebooks/15_decoding.ipynb #4d2de531
@@ -121,7 +121,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
                 max_len: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
                 src_mask: torch.Tensor | None = None, use_cache: bool = True, *, pad_id: int | None = None,
                 return_scores: bool = False):
-    """Batched beam search with the GNMT length penalty (section 6.1: beam 4, alpha 0.6; eq. length-penalty).
+    """Batched beam search with the GNMT length penalty (section 6.1: beam 4, alpha 0.6).
 
     `src` (B, S). Returns the best hypothesis per sentence as token ids (B, T) starting with
     `bos_id`, `pad_id` after `eos_id`; with `return_scores` also its score s(Y) (B,). `max_len`
@@ -162,7 +162,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
         V = logits.shape[-1]
         log_p = torch.log_softmax(logits.float(), dim=-1)
         log_p = log_p.masked_fill(_banned(V, pad_id, bos_id, eos_id, device), -math.inf)
-        cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)         # eq. beam-score
+        cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)         # beam score + token log-prob
         top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=1)                 # (B, 2K)
         top_beam, top_token = top_idx // V, top_idx % V
         is_eos = top_token == eos_id

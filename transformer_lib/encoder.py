@@ -42,7 +42,7 @@ class EncoderLayer(nn.Module):
 
 # %% ../notebooks/09_encoder.ipynb #bc6f6ba2
 class Encoder(nn.Module):
-    """The encoder (§3.1, eq. encoder-stack): n_layers EncoderLayers, plus a final LayerNorm when
+    """The encoder (§3.1): n_layers EncoderLayers, plus a final LayerNorm when
     final_norm is True (default: exactly when norm_first, i.e. pre-LN).
 
     forward(x (B, L, d_model) embeddings, mask=None, is_causal=False) -> memory (B, L, d_model).
@@ -88,7 +88,7 @@ def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, d
     """The paper's Table 1 (§4), counted for one layer of width d on one sequence of length n.
 
     Returns {layer type: {"mult_adds", "sequential_ops", "max_path_length", "table1"}}:
-    multiply-adds of the matrix products (eq. cost-attention for self-attention), steps that
+    multiply-adds of the matrix products (self-attention: 4 n d^2 for the projections + 2 n^2 d), steps that
     must run one after another, the steps from input position 1 to output position n (layers
     for stacks, time steps for recurrences) and the paper's order of the complexity per layer.
     Layer types: "self_attention", "rnn" (nn.RNN), "gru" (nn.GRU), "conv" (causal Conv1d of

@@ -14,7 +14,7 @@ __all__ = ['PositionwiseFeedForward', 'layer_parameter_counts']
 
 # %% ../notebooks/08_feed_forward.ipynb #374f1883
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (§3.3, eq. ffn), the same MLP at every position.
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (§3.3, eq. (2)), the same MLP at every position.
 
     x: (..., L, d_model) -> (..., L, d_model). `dropout` acts on the hidden ReLU activations
     (not in the paper; nn.TransformerEncoderLayer does it); 0 by default.
@@ -33,7 +33,7 @@ class PositionwiseFeedForward(nn.Module):
 
 # %% ../notebooks/08_feed_forward.ipynb #8f425bc7
 def layer_parameter_counts(d_model: int, d_ff: int, decoder: bool = False) -> dict[str, int]:
-    """Parameters of one encoder (or decoder) layer by sub-layer, from the formulas of eq. ffn-share."""
+    """Parameters of one encoder (or decoder) layer by sub-layer (weights and biases; each LayerNorm has 2 d_model)."""
     attention = 4 * d_model * d_model + 4 * d_model                  # W_Q, W_K, W_V, W_O and biases
     n_attn = 2 if decoder else 1
     return {"attention": n_attn * attention,

@@ -57,7 +57,7 @@ class TransformerConfig:
 
 # %% ../notebooks/11_model.ipynb #0b941758
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of "Attention Is All You Need" (Figure 1; eq. transformer).
+    """The encoder-decoder Transformer of "Attention Is All You Need" (Figure 1).
 
     forward(src (B, L_s), tgt (B, L_t), src_mask=None, tgt_mask=None) -> logits (B, L_t, V_tgt).
     Masks default to the padding mask of src, and the causal mask for tgt (True = may attend). tgt is
@@ -182,7 +182,13 @@ def _check_batch(x, name: str, ref: torch.Tensor, ref_name: str) -> None:
 
 # %% ../notebooks/11_model.ipynb #a57ad81b
 def parameter_count(config: TransformerConfig) -> dict[str, int]:
-    """Parameters of Transformer(config) by part, from eq. param-count (shared tensors counted once)."""
+    """Parameters of Transformer(config) by part, by formula, without building it (shared tensors counted once).
+
+    For the total of a built model or of a config, use `count_parameters`.
+    """
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"parameter_count takes a TransformerConfig, got {type(config).__name__}; "
+                        "count a model's parameters with count_parameters(model)")
     c = config
     d, f, n = c.d_model, c.d_ff, c.n_layers
     attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d

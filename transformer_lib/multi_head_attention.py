@@ -216,13 +216,23 @@ def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache, s
     check_mask(mask, (B, mha.n_heads, L_q, L_k), "mask", "(B, h, L_q, L_k)")
 
 # %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable parameters (chapter 05, eq. mha-params: 4 d_model^2 + 4 d_model for attention)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+def count_parameters(model) -> int:
+    """Number of trainable parameters of `model`, an `nn.Module` (multi-head attention has
+    4 d_model^2 + 4 d_model: four d_model x d_model projections and their biases), or of the
+    Transformer a `TransformerConfig` describes, counted by formula without building it (chapter 11;
+    `transformer_lib.model.parameter_count` gives the count by part)."""
+    if isinstance(model, nn.Module):
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # imported here, not at the top, because model.py imports this module
+    from transformer_lib.model import TransformerConfig, parameter_count
+
+    if isinstance(model, TransformerConfig):
+        return parameter_count(model)["total"]
+    raise TypeError(f"count_parameters takes an nn.Module or a TransformerConfig, got {type(model).__name__}")
 
 
 def attention_matmul_flops(L_q: int, L_k: int, d_model: int, n_heads: int = 1) -> int:
-    """Matrix-multiply FLOPs of multi-head attention on one sequence (chapter 05, eq. mha-flops).
+    """Matrix-multiply FLOPs of multi-head attention on one sequence (chapter 05).
 
     Summed head by head with d_k = d_model / n_heads, to show that the total does not depend on n_heads.
     """
@@ -241,7 +251,7 @@ def per_head_weights(mha: MultiHeadAttention):
 
 
 def multi_head_attention_columns(H: torch.Tensor, Qs, Ks, Vs, W_O: torch.Tensor) -> torch.Tensor:
-    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included (chapter 05, eq. mha-notes-columns).
+    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included (chapter 05; one token per column).
 
     H: (D, N), one token per column; Qs, Ks: M matrices (d_k, D); Vs: M matrices (d_v, D); W_O: the
     notes' O, (D, M d_v) (= out_proj.weight).

@@ -108,7 +108,7 @@ class BudgetSchedule(torch.optim.lr_scheduler.LRScheduler):
 
 # %% ../notebooks/14_optimization.ipynb #c8504aa4
 class LabelSmoothingLoss(nn.Module):
-    """Cross-entropy against the smoothed target q = (1 - ε)·onehot(y) + ε/V (section 5.4, eq. label-smoothing-loss).
+    """Cross-entropy against the smoothed target q = (1 - ε)·onehot(y) + ε/V (section 5.4).
 
     `forward(logits (B, L, V), target (B, L))` returns the mean over the positions whose target is
     not `pad_id` (`reduction="sum"` returns the sum instead). Equals
@@ -269,7 +269,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None,
 
 # %% ../notebooks/14_optimization.ipynb #eca1d327
 def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.Tensor]:
-    """Elementwise mean of the model weights of several checkpoints (section 6.1, eq. checkpoint-average).
+    """Elementwise mean of the model weights of several checkpoints (section 6.1).
 
     Returns a state dict for `model.load_state_dict`. Floating-point tensors are averaged in float64
     and cast back to their dtype; other tensors are taken from the last checkpoint.

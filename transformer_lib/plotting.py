@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import matplotlib.pyplot as plt
-import numpy as np
 import torch
-from matplotlib.colors import to_rgb
-from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
+
+try:  # matplotlib (and numpy, which it brings) come with the [plot] extra
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
+except ModuleNotFoundError as e:
+    raise ModuleNotFoundError(f'transformer_lib.plotting needs {e.name}: pip install "transformer-lib[plot]"', name=e.name) from e
 
 # %% auto #0
 __all__ = ['ARCHITECTURE_PARTS', 'ATTENTION_DIAGRAMS', 'plot_attention', 'plot_attention_heads', 'plot_architecture',

@@ -10,7 +10,7 @@ __all__ = ['basic_self_attention']
 
 # %% ../notebooks/01_self_attention.ipynb #3c79634f
 def basic_self_attention(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Parameter-free self-attention, y_i = sum_j softmax_j(x_i . x_j) x_j (chapter 01, eq. basic-self-attention).
+    """Parameter-free self-attention, y_i = sum_j softmax_j(x_i . x_j) x_j (chapter 01).
 
     x: (..., N, D) floating-point tensor. Returns (y, weights) with y: (..., N, D) and
     weights: (..., N, N), each row of the weights summing to 1.

@@ -24,7 +24,11 @@ from typing import Iterator, Sequence
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm import tqdm
+
+try:
+    from tqdm import tqdm
+except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
+    raise ModuleNotFoundError(f'transformer_lib.train needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 from transformer_lib.optimization import (
     BudgetSchedule,
@@ -42,6 +46,7 @@ from transformer_lib.optimization import (
 from transformer_lib.training import (
     Batch,
     TrainingClock,
+    amp_settings,
     autocast_dtype,
     pad_sequences,
     pick_device,
@@ -79,7 +84,7 @@ class Recipe:
     # --- data and vocabulary ---
     vocab_size: int = 8000        # joint BPE ids, trained on the training split only
     train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000)
-    batch_tokens: int = 12288     # padded positions per side per batch, per process (eq. token-budget)
+    batch_tokens: int = 12288     # padded positions per side per batch, per process
     bucket: int = 8               # round sequence lengths up to a multiple of this
     fixed_shapes: bool = False    # also pad the batch axis: one tensor shape per length bucket
     # --- optimisation ---
@@ -106,8 +111,8 @@ class Recipe:
     # --- system ---
     seed: int = 0
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1"
-    amp: bool = True              # bf16 autocast on CUDA (ignored on the CPU)
-    compile: bool = False         # torch.compile the model (with fixed_shapes: a handful of shapes)
+    amp: bool = True              # mixed precision on CUDA: bf16, or float16 + loss scaling below compute capability 8.0
+    compile: bool = False         # torch.compile the model (with fixed_shapes: a handful of shapes); skipped below 8.0
     out_dir: str = "runs/multi30k"
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
@@ -598,7 +603,10 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     trained = model
     if world_size > 1:
         trained = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if recipe.compile:
+    if recipe.compile and not amp_settings(device)[2]:    # e.g. a T4: Triton cannot compile there
+        if is_main:
+            print(f"not compiling: torch.compile is not used on {device_name(device)} (compute capability < 8.0)")
+    elif recipe.compile:
         trained = torch.compile(trained, dynamic=False)
 
     clock = TrainingClock(device, start_s=train_seconds)    # training seconds; paused for evaluation
