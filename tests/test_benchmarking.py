@@ -100,8 +100,14 @@ def test_peak_memory_counts_live_tensors_on_the_cpu():
 
 
 def test_device_name_names_the_cpu_and_its_threads():
-    name = device_name("cpu")
-    assert name.startswith("CPU (") and f"{torch.get_num_threads()} threads" in name
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert device_name("cpu").startswith("CPU (") and device_name("cpu").endswith(", 1 thread)")
+        torch.set_num_threads(2)
+        assert device_name(torch.device("cpu")).endswith(", 2 threads)")
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_format_table_aligns_columns():

@@ -31,7 +31,8 @@ def device_name(device: torch.device | str) -> str:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"CPU ({platform.machine() or 'unknown architecture'}, {torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"CPU ({platform.machine() or 'unknown architecture'}, {n} thread{'' if n == 1 else 's'})"
 
 
 def synchronize(device: torch.device | str) -> None:
