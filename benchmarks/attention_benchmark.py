@@ -16,7 +16,8 @@ Usage:
 
 Peak memory is the most tensor memory alive at any moment of one forward + backward step, beyond what
 was alive before it: torch.cuda.max_memory_allocated on CUDA; on the CPU, tensors are counted one by one as
-operators create them and as they are freed (a TorchDispatchMode; allocator overhead is not included).
+operators create them and as they are freed (transformer_lib.benchmarking.LiveTensorMemory, appendix A3;
+allocator overhead is not included).
 Time is the median over --repeats steps after --warmup steps. Ratios are against nn.MultiheadAttention.
 """
 from __future__ import annotations
@@ -25,44 +26,15 @@ import argparse
 import statistics
 import sys
 import time
-import weakref
 from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout without installing
+from transformer_lib.benchmarking import LiveTensorMemory  # noqa: E402
 from transformer_lib.masking import make_causal_mask  # noqa: E402
 from transformer_lib.multi_head_attention import MultiHeadAttention, NaiveMultiHeadAttention  # noqa: E402
-
-
-class LiveTensorMemory(TorchDispatchMode):
-    """Tracks the bytes of tensor storages created inside the mode that are still alive; keeps the peak."""
-
-    def __init__(self):
-        super().__init__()
-        self.live = self.peak = 0
-        self._seen: set[int] = set()
-
-    def _free(self, key: int, nbytes: int) -> None:
-        self._seen.discard(key)
-        self.live -= nbytes
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and t.device.type == "cpu":
-                storage = t.untyped_storage()
-                key = storage.data_ptr()
-                if key in self._seen or storage.nbytes() == 0:
-                    continue                                   # a view of a storage we already count
-                self._seen.add(key)
-                self.live += storage.nbytes()
-                self.peak = max(self.peak, self.live)
-                weakref.finalize(storage, self._free, key, storage.nbytes())
-        return out
 
 
 def build(kind: str, d_model: int, h: int, device, dtype) -> nn.Module:   # kind: one of IMPLS

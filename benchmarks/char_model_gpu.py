@@ -1,7 +1,8 @@
 """Exercise 3's reference character model on Tiny Shakespeare: validation loss within a training-time budget.
 
 The model is transformer_lib.char_model.CharModel (6 layers, 6 heads, d_model 384, context 256, dropout
-0.2: nanoGPT's shakespeare_char, 10.8 M parameters), trained with bf16 autocast on batches of 64 windows.
+0.2: nanoGPT's shakespeare_char, 10.8 M parameters), trained with bf16 autocast on batches of 64 windows
+(float16 with loss scaling, and no --compile, on a GPU below compute capability 8.0 such as Colab's T4).
 Each run's cosine learning-rate schedule decays over its time budget (seconds of training; evaluation
 is not counted), so the rate reaches its floor exactly when the time is up. Validation loss is
 measured as nanoGPT does: the mean over 200 batches of 64 random windows of the validation 10%.
@@ -36,6 +37,7 @@ from transformer_lib.char_model import (  # noqa: E402
     train_char_model,
 )
 from transformer_lib.data import load_tiny_shakespeare  # noqa: E402
+from transformer_lib.training import amp_settings  # noqa: E402
 
 
 def first_time_below(history: list[dict], threshold: float) -> float | None:
@@ -62,7 +64,10 @@ def main(argv=None) -> int:
         print("CUDA is not available: run with --device cpu --config cpu for a smoke test", file=sys.stderr)
         return 2
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    amp = torch.bfloat16 if device.type == "cuda" else None
+    amp, _, compile_ok = amp_settings(device)   # bf16; float16 + GradScaler (in train_char_model) below 8.0
+    if args.compile and not compile_ok:
+        print(f"not compiling: torch.compile is not used on {name} (compute capability < 8.0)", flush=True)
+        args.compile = False
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
 

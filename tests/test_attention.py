@@ -198,3 +198,21 @@ def test_check_mask_names_the_argument():
     assert check_mask(None, (2, 3)) is None
     with pytest.raises(ValueError, match=r"src_mask must be .* broadcastable to \(B, L\) = \(2, 3\)"):
         check_mask(torch.ones(4, dtype=torch.bool), (2, 3), name="src_mask", dims="(B, L)")
+
+
+def test_mixed_dtypes_name_the_argument():
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
+    with pytest.raises(TypeError, match=r"key must have the dtype of query, torch.float32, got torch.float64"):
+        scaled_dot_product_attention(q, k.double(), v)
+    with pytest.raises(TypeError, match=r"value must have the dtype of query, torch.float64, got torch.float32"):
+        scaled_dot_product_attention(q.double(), k.double(), v)
+
+
+def test_float64_input_to_a_float32_head_names_the_argument():
+    head = AttentionHead(4, 3)
+    x = torch.randn(2, 5, 4)
+    with pytest.raises(TypeError, match=r"query is a torch.float64 tensor but the module's parameters are torch.float32"):
+        head(x.double())
+    with pytest.raises(TypeError, match=r"key is a torch.float64 tensor .* convert"):
+        head(x, x.double())
+    assert head.double()(x.double())[0].dtype == torch.float64            # converting the module works

@@ -178,3 +178,11 @@ def test_bad_input_is_a_clear_error():
         layer(y, m, memory_mask=torch.ones(2, 1, 1, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"key must have shape"):
         layer(y, torch.randn(3, 4, 8))
+
+
+def test_float64_input_to_a_float32_decoder_names_the_argument():
+    y, m = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+        Decoder(1, 8, 2, 16)(y.double(), m)
+    with pytest.raises(TypeError, match=r"memory is a torch.float64 tensor"):
+        DecoderLayer(8, 2, 16)(y, m.double())

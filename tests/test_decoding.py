@@ -153,13 +153,20 @@ def test_length_penalty_formula():
     assert length_penalty(3, 0.0) == 1.0
 
 
+def _never_eos(model):
+    decode = model.decode
+    model.decode = lambda *args, **kw: decode(*args, **kw).index_fill(-1, torch.tensor([EOS]), float("-inf"))
+    return model
+
+
 def test_default_max_len_and_bad_input():
-    # eos_id = 99 is outside the vocabulary, so decoding never stops early and runs to the limit.
-    model = _model(7, max_len=20)
+    # eos can never win (its logit is -inf), so decoding never stops early and runs to the limit.
+    # (An eos_id outside the vocabulary did this once; it is now an error: test_decoding_arguments_name_the_argument.)
+    model = _never_eos(_model(7, max_len=20))
     src = _src(7, length=5)
-    out = beam_search(model, src, bos_id=BOS, eos_id=99)          # S + 50 = 55, capped at config.max_len
+    out = beam_search(model, src, bos_id=BOS, eos_id=EOS)         # S + 50 = 55, capped at config.max_len
     assert out.shape == (3, 21)
-    out = beam_search(_model(7, max_len=80), src, beam_size=2, bos_id=BOS, eos_id=99)
+    out = beam_search(_never_eos(_model(7, max_len=80)), src, beam_size=2, bos_id=BOS, eos_id=EOS)
     assert out.shape == (3, 5 + 50 + 1)                            # bos + (S + 50) new tokens
     with pytest.raises(ValueError, match=r"src must be a long tensor of token ids of shape \(B, S\)"):
         greedy_decode(model, src.float(), 5, BOS, EOS)
@@ -175,3 +182,44 @@ def test_default_max_len_and_bad_input():
         greedy_decode(model, src, 0, BOS, EOS)
     with pytest.raises(ValueError, match="max_len must be >= 1"):
         beam_search(model, src, max_len=0, bos_id=BOS, eos_id=EOS)
+
+
+def test_decoding_arguments_name_the_argument():
+    model, src = _model(0), _src(0)
+    with pytest.raises(ValueError, match=r"max_len must be >= 1, a whole number of new tokens, got 1.5"):
+        greedy_decode(model, src, 1.5, BOS, EOS)
+    with pytest.raises(ValueError, match=r"max_len must be >= 1, a whole number of new tokens, got 1.5"):
+        beam_search(model, src, max_len=1.5, bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"beam_size must be >= 1, a whole number of beams, got 2.5"):
+        beam_search(model, src, beam_size=2.5, bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"alpha must be >= 0 and finite, got nan"):
+        beam_search(model, src, alpha=float("nan"), bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"eos_id must be a token id of the target vocabulary, in \[0, 13\), got 13"):
+        greedy_decode(model, src, 5, BOS, 13)
+    with pytest.raises(ValueError, match=r"bos_id must be a token id of the target vocabulary, in \[0, 13\), got -1"):
+        beam_search(model, src, bos_id=-1, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"eos_id must differ from pad_id \(0\)"):
+        greedy_decode(model, src, 5, BOS, PAD)
+    with pytest.raises(ValueError, match=r"eos_id must differ from pad_id \(5\)"):
+        beam_search(model, src, bos_id=BOS, eos_id=5, pad_id=5)
+    assert model.training                                   # a refused call leaves the mode alone
+
+
+def test_decoding_a_wrapped_model_says_unwrap_it():
+    class DistributedDataParallel(torch.nn.Module):         # the shape of torch's wrapper: the model in .module
+        def __init__(self, module):
+            super().__init__()
+            self.module = module
+    wrapped, src = DistributedDataParallel(_model(0)), _src(0)
+    with pytest.raises(TypeError, match=r"model is a DistributedDataParallel wrapper: decode with the model "
+                                        r"inside it, model.module"):
+        greedy_decode(wrapped, src, 5, BOS, EOS)
+    with pytest.raises(TypeError, match=r"model.module"):
+        beam_search(wrapped, src, bos_id=BOS, eos_id=EOS)
+
+
+def test_an_empty_batch_gives_an_empty_result_in_greedy_and_beam():
+    model, src = _model(0).eval(), _src(0)[:0]
+    greedy = greedy_decode(model, src, 5, BOS, EOS)
+    beam, scores = beam_search(model, src, beam_size=3, max_len=5, bos_id=BOS, eos_id=EOS, return_scores=True)
+    assert greedy.shape == beam.shape == (0, 2) and beam.dtype == torch.long and scores.shape == (0,)

@@ -184,3 +184,11 @@ def test_bad_input_is_a_clear_error():
         layer(torch.randn(2, 5, 8), torch.ones(2, 1, 1, 6, dtype=torch.bool))
     with pytest.raises(TypeError, match=r"mask must be a boolean tensor"):
         layer(torch.randn(2, 5, 8), torch.ones(2, 1, 1, 5))
+
+
+def test_float64_input_to_a_float32_encoder_names_the_argument():
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+        Encoder(1, 8, 2, 16)(x)
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor"):
+        EncoderLayer(8, 2, 16)(x)

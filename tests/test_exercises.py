@@ -652,7 +652,7 @@ def test_checkers_do_not_change_global_state(ex1):
 
 
 def test_committed_cpu_char_record_matches_the_cpu_configuration():
-    """results/char-shakespeare-cpu-10min.json (quoted in the exercise 3 solution) is a run of
+    """results/char-shakespeare-cpu-10min.json (the exercise 3 solution points to it) is a run of
     CharModelConfig.cpu as it is now, with a loss history that ends at the quoted loss."""
     rec = json.loads((Path(__file__).resolve().parents[1] / "results" / "char-shakespeare-cpu-10min.json").read_text())
     torch.manual_seed(0)

@@ -100,3 +100,8 @@ def test_dropout_acts_on_hidden_layer_only_in_training():
 def test_wrong_feature_size_is_a_clear_error():
     with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., L, d_model=8\), got \(2, 5, 6\)"):
         PositionwiseFeedForward(8, 32)(torch.randn(2, 5, 6))
+
+
+def test_float64_input_to_a_float32_module_names_the_argument():
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+        PositionwiseFeedForward(8, 32)(torch.randn(2, 5, 8, dtype=torch.float64))

@@ -120,3 +120,14 @@ def test_residual_jacobian_contains_identity():
     jac = torch.autograd.functional.jacobian(lambda t: res(t, lin), x)
     jac_f = torch.autograd.functional.jacobian(lambda t: lin(res.norm(t)), x)
     torch.testing.assert_close(jac, torch.eye(6, dtype=torch.float64) + jac_f)
+
+
+def test_float64_input_to_a_float32_layer_norm_names_the_argument():
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+        LayerNorm(8)(torch.randn(2, 8, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("eps", [-1.0, 0.0, float("nan"), float("inf")])
+def test_eps_must_be_positive_and_finite(eps):
+    with pytest.raises(ValueError, match=r"eps must be a finite number > 0"):
+        LayerNorm(8, eps)

@@ -251,3 +251,40 @@ def test_sequences_longer_than_the_positional_table_are_a_clear_error():
 def test_bad_config_is_a_clear_error(kw, msg):
     with pytest.raises(ValueError, match=msg):
         small(**kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16])
+def test_small_integer_token_ids_name_the_argument(dtype):
+    m = Transformer(small())
+    src, tgt = batch()
+    with pytest.raises(ValueError, match=rf"src must be an integer tensor of token ids of shape \(B, L\) and dtype "
+                                         rf"torch.int64 or torch.int32 .*got a {dtype} tensor"):
+        m(src.to(dtype), tgt)
+    with pytest.raises(ValueError, match=rf"tgt must be .* dtype torch.int64 or torch.int32 .*got a {dtype} tensor"):
+        m(src, tgt.to(dtype))
+    assert m(src.int(), tgt.int()).shape == (3, 6, 19)                   # int32 is fine (nn.Embedding takes it)
+
+
+def test_source_and_target_batch_sizes_must_agree():
+    m = Transformer(small())
+    src, tgt = batch()
+    with pytest.raises(ValueError, match=r"tgt must have the batch size of src, B = 3, got shape \(2, 6\)"):
+        m(src, tgt[:2])
+    with pytest.raises(ValueError, match=r"memory must have the batch size of tgt, B = 2, got shape \(3, 7, 16\)"):
+        m.decode(tgt[:2], m.encode(src))
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("eps", -1.0, r"eps must be a finite number > 0, got -1.0"),
+    ("eps", 0.0, r"eps must be a finite number > 0"),
+    ("eps", float("nan"), r"eps must be a finite number > 0, got nan"),
+    ("dropout", -0.1, r"dropout must be a probability in \[0, 1\], got -0.1"),
+    ("dropout", float("nan"), r"dropout must be a probability in \[0, 1\], got nan"),
+    ("attn_dropout", -1.0, r"attn_dropout must be a probability in \[0, 1\], got -1.0"),
+    ("attn_dropout", float("inf"), r"attn_dropout must be a probability"),
+    ("ffn_dropout", 1.5, r"ffn_dropout must be a probability in \[0, 1\], got 1.5"),
+    ("dropout", "0.1", r"dropout must be a probability in \[0, 1\], got '0.1'"),
+])
+def test_float_fields_are_checked_where_they_are_set(field, value, msg):
+    with pytest.raises(ValueError, match=msg):
+        small(**{field: value})

@@ -302,3 +302,45 @@ def test_bad_inputs_name_the_argument_and_shape():
         m(x, mem, mem, torch.zeros(3, 5))
     with pytest.raises(ValueError, match=r"cache\['k'\] must have shape \(B, h, L_past, d_k\) with B = 2"):
         m(x, x, x, cache={"k": torch.zeros(1, 2, 4, 4), "v": torch.zeros(1, 2, 4, 4)})
+
+
+def test_float64_input_to_a_float32_module_names_the_argument():
+    m = MultiHeadAttention(8, 2)
+    x, mem = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    with pytest.raises(TypeError, match=r"query is a torch.float64 tensor but the module's parameters are "
+                                        r"torch.float32: convert the input \(query.to\(torch.float32\)\) or the module"):
+        m(x.double(), mem, mem)
+    with pytest.raises(TypeError, match=r"value is a torch.float64 tensor"):
+        m(x, mem, mem.double())
+
+
+def test_mixed_dtypes_are_allowed_under_autocast():
+    """Under autocast the sub-layers see the dtypes autocast chose, not the parameters': no dtype error then."""
+    m = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 8, dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m(x, x, x).shape == (2, 3, 8)
+
+
+@pytest.mark.parametrize("p", [-1.0, 1.5, float("nan")])
+def test_dropout_out_of_range_is_refused_at_construction(p):
+    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\]"):
+        MultiHeadAttention(8, 2, dropout=p)
+
+
+def test_projection_groupings_agree():
+    """forward picks how to group x W_Q, x' W_K, x' W_V into matrix products from which of query, key and
+    value are the same tensor object: one product with [W_Q; W_K; W_V] (self-attention), x W_Q plus one with
+    [W_K; W_V] (one memory), or three. The groupings are the same function (to rounding), values and gradients."""
+    m = _mha(12, 3, 0)
+    g = torch.Generator().manual_seed(1)
+    x, mem = (torch.randn(2, L, 12, generator=g, dtype=torch.float64, requires_grad=True) for L in (4, 6))
+    results = []
+    for args in ((x, x, x), (x, x.clone(), x.clone()), (x, x, x * 1.0)):     # fused, three products, [W_K; W_V]
+        results.append((m(*args), torch.autograd.grad(m(*args).square().sum(), [x, *m.parameters()])))
+    for args in ((x, mem, mem), (x, mem, mem.clone())):                     # one memory: shared, separate
+        results.append((m(*args), torch.autograd.grad(m(*args).square().sum(), [x, mem, *m.parameters()])))
+    for (out, grads), (ref, ref_grads) in [(results[1], results[0]), (results[2], results[0]), (results[4], results[3])]:
+        torch.testing.assert_close(out, ref, atol=1e-12, rtol=0)
+        for a, b in zip(grads, ref_grads):
+            torch.testing.assert_close(a, b, atol=1e-12, rtol=0)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from setup_cell import setup_cell_source
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
@@ -18,18 +19,6 @@ EXECUTED_ON_PURPOSE: set[str] = set()
 
 def _ids(paths):
     return [str(p.relative_to(ROOT / "notebooks")) for p in paths]
-
-
-def setup_cell_source() -> str:
-    """The standard first code cell of every notebook."""
-    return (
-        "# Set-up for a fresh Colab runtime: installs transformer_lib from the repository (torch is already\n"
-        "# there and is left alone). Locally, where transformer_lib is installed, this does nothing.\n"
-        "import importlib.util, subprocess, sys\n"
-        'if importlib.util.find_spec("transformer_lib") is None:\n'
-        '    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",\n'
-        f'                           "transformer-lib[colab] @ git+{REPO_URL}"])'
-    )
 
 
 def _toc_files(node):
@@ -80,7 +69,8 @@ def test_colab_badge_and_setup_cell(path):
     colab = REPO_URL.replace("https://github.com/", "https://colab.research.google.com/github/")
     assert badge["cell_type"] == "markdown" and f"({colab}/blob/main/{rel})" in "".join(badge["source"]), \
         f"{rel}: first cell must be the Open-in-Colab badge linking to this notebook"
-    assert "".join(setup["source"]) == setup_cell_source(), f"{rel}: second cell must be the standard set-up cell"
+    assert "".join(setup["source"]) == setup_cell_source(), \
+        f"{rel}: second cell must be the standard set-up cell (python tests/setup_cell.py writes it)"
     for cell in (badge, setup):
         assert "remove-cell" in cell.get("metadata", {}).get("tags", []), f"{rel}: hide badge/set-up in the book"
 

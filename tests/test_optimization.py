@@ -1,4 +1,5 @@
 """Chapter 14: Adam settings, the warm-up schedule, label smoothing, checkpoints and their average."""
+import io
 import pickle
 
 import pytest
@@ -316,3 +317,56 @@ def test_average_checkpoints_rejects_mismatch(tmp_path):
         average_checkpoints([a, b])
     with pytest.raises(ValueError, match="at least one"):
         average_checkpoints([])
+
+
+# --- the budget schedule (chapter 14, "A schedule for a fixed budget") ---
+from transformer_lib.optimization import BudgetSchedule, budget_lr  # noqa: E402
+
+
+def test_budget_lr_warms_up_holds_and_decays_to_zero():
+    assert budget_lr(1, 0.0, warmup_steps=4) == 0.25
+    assert budget_lr(4, 0.1, warmup_steps=4) == 1.0
+    assert budget_lr(100, 0.6, warmup_steps=4, decay_start=0.6) == 1.0          # last point of the hold
+    assert abs(budget_lr(100, 0.8, warmup_steps=4, decay_start=0.6) - 0.5) < 1e-12
+    assert budget_lr(100, 1.0, warmup_steps=4, decay_start=0.6) == 0.0
+    assert budget_lr(2, 0.8, warmup_steps=4, decay_start=0.6) == pytest.approx(0.25, abs=1e-15)  # both at once
+    assert budget_lr(7, 0.99, warmup_steps=4, decay_start=1.0) == 1.0            # decay_start=1: never decays
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(step=0), "step"), (dict(warmup_steps=0), "warmup_steps"),
+                                          (dict(decay_start=1.5), "decay_start"), (dict(progress=-0.1), "progress")])
+def test_budget_lr_names_the_bad_argument(kwargs, name):
+    args = dict(step=1, progress=0.0, warmup_steps=10, decay_start=0.5) | kwargs
+    with pytest.raises(ValueError, match=name):
+        budget_lr(**args)
+
+
+def test_budget_schedule_follows_the_formula_and_checkpoints_without_its_clock():
+    clock = [0.0]
+    opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.5)
+    sched = BudgetSchedule(opt, warmup_steps=3, progress=lambda updates: clock[0], decay_start=0.5)
+    seen = []
+    for k in range(1, 11):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        clock[0] = k / 10                                  # a fake clock: 10% of the budget per update
+        sched.step()
+    expected = [0.5 * budget_lr(k, min((k - 1) / 10, 1.0), 3, 0.5) for k in range(1, 11)]
+    assert seen == pytest.approx(expected, abs=1e-15)
+    state = sched.state_dict()
+    assert "progress" not in state
+    torch.save(state, io.BytesIO())                        # picklable although progress is a closure
+    again = BudgetSchedule(opt, warmup_steps=3, progress=lambda updates: updates / 10, decay_start=0.5)
+    again.load_state_dict(state)
+    assert again.last_epoch == 10 and again.progress(5) == 0.5
+
+
+def test_budget_schedule_reads_the_update_count():
+    opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=1.0)
+    sched = BudgetSchedule(opt, warmup_steps=1, progress=lambda updates: updates / 4, decay_start=0.0)
+    rates = []
+    for _ in range(4):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert rates == pytest.approx([1.0, 0.75, 0.5, 0.25])

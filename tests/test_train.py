@@ -272,3 +272,24 @@ def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
     assert t["sentences"] == 1000 and "tok:13a" in t["signature"] and 0 < t["bleu_greedy"] <= t["bleu_beam"] <= 100
     log = json.loads((root / "results" / "multi30k-cpu-30min.history.json").read_text())["history"]
     assert log[-1]["step"] == rec["steps"] and log[-1]["elapsed_s"] == pytest.approx(rec["training_seconds"], abs=1)
+
+
+# --- the budget schedule and learned positions as recipe fields ------------------------------------------
+@pytest.mark.parametrize("values, message", [
+    ({"schedule": "cosine"}, "schedule must be 'noam' or 'budget'"),
+    ({"positional": "rope"}, "positional must be 'sinusoidal' or 'learned'"),
+    ({"decay_start": 1.5}, r"decay_start must be in \[0, 1\]"),
+    ({"schedule": "budget", "time_budget_s": 0.0, "max_steps": 0, "epochs": 3}, "schedule='budget' needs"),
+])
+def test_schedule_and_positional_fields_are_checked(values, message):
+    with pytest.raises(RecipeError, match=message):
+        recipe_from_dict(values)
+
+
+def test_build_model_takes_the_recipes_positions():
+    from transformer_lib.train import build_model
+    learned = build_model(recipe_from_dict({"positional": "learned", "d_model": 16, "n_heads": 2, "d_ff": 32,
+                                            "n_layers": 1}), vocab_size=50)
+    assert learned.config.positional == "learned"
+    assert build_model(recipe_from_dict({"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 1}),
+                       vocab_size=50).config.positional == "sinusoidal"

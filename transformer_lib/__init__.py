@@ -19,7 +19,7 @@ from .self_attention import basic_self_attention
 from .attention import scaled_dot_product_attention
 from .interop import from_torch
 from .masking import make_causal_mask, make_padding_mask
-from .multi_head_attention import MultiHeadAttention
+from .multi_head_attention import MultiHeadAttention, count_parameters
 
 # --- Part II: the Transformer (chapters 06-12) ----------------------------------------------------------
 # isort: split
@@ -27,7 +27,7 @@ from .decoder import Decoder, DecoderLayer, reorder_cache
 from .encoder import Encoder, EncoderLayer
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import LayerNorm, ResidualConnection
-from .model import Transformer, TransformerConfig, parameter_count
+from .model import Transformer, TransformerConfig
 from .positional import LearnedPositionalEmbedding, PositionalEncoding, sinusoidal_encoding
 
 # --- Part III: training and decoding (chapters 13-16) -----------------------------------------------------
@@ -48,7 +48,9 @@ from .optimization import (
 _LAZY = {
     "plot_attention": "plotting",
     "plot_attention_heads": "plotting",
-    # Part III (chapters 13, 16): they import tqdm
+    "plot_architecture": "plotting",
+    "plot_attention_diagram": "plotting",
+    # Part III (chapters 13, 16)
     "train": "training",
     "train_step": "training",
     "token_batches": "training",
@@ -57,11 +59,19 @@ _LAZY = {
     "collate": "training",
     "TrainingClock": "training",
     "make_toy_pairs": "toy",
-    # Capstone (chapters 17-18)
+    # Capstone (chapters 17-18) and the data (appendix A2)
     "SubwordTokenizer": "text",
     "train_joint_tokenizer": "text",
     "corpus_bleu": "text",
+    "translate": "train",
+    "load_multi30k": "data",
+    "load_tiny_shakespeare": "data",
+    "load_tatoeba_fra_eng": "data",
+    "DataError": "data",
 }
+# What a lazily loaded module imports beyond torch, from which extra: importing the module without
+# it raises an ImportError that says `pip install "transformer-lib[EXTRA]"`.
+_NEEDS = {"plotting": ("matplotlib", "plot"), "training": ("tqdm", "nlp"), "train": ("tqdm", "nlp")}
 
 
 def __getattr__(name):
@@ -74,4 +84,16 @@ def __getattr__(name):
     raise AttributeError(f"module 'transformer_lib' has no attribute {name!r}")
 
 
-__all__ = [n for n in dir() if not n.startswith("_")] + list(_LAZY)
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return module not in _NEEDS or importlib.util.find_spec(_NEEDS[module][0]) is not None
+
+
+# `from transformer_lib import *` leaves out the names whose extra is not installed, so a core install
+# (torch only) can star-import.
+__all__ = [n for n in dir() if not n.startswith("_")] + [n for n, m in _LAZY.items() if _installed(m)]

@@ -10,9 +10,59 @@ import torch.nn.functional as F
 from torch import nn
 
 # %% auto #0
-__all__ = ['check_mask', 'scaled_dot_product_attention', 'AttentionHead']
+__all__ = ['scaled_dot_product_attention', 'AttentionHead', 'check_mask']
 
-# %% ../notebooks/02_attention.ipynb #48ddf7ff
+# %% ../notebooks/02_attention.ipynb #fc2852c8
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                                 scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V: the paper's eq. (1), section 3.2.1 (chapter 02; masks: chapter 03).
+
+    query: (..., L_q, d_k); key: (..., L_k, d_k); value: (..., L_k, d_v); leading axes broadcast.
+    mask: boolean, True = may attend, broadcastable to (..., L_q, L_k). A query whose mask row is all
+    False has nothing to attend to: its weights are all 0 and its output is 0 (never NaN).
+    dropout_p: dropout on the weights (pass 0.0 at evaluation). scale: default 1/sqrt(d_k).
+    Returns (output (..., L_q, d_v), weights (..., L_q, L_k)); the weights are taken before dropout.
+    """
+    _check_qkv(query, key, value, mask, dropout_p)                   # see "The checks" below
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale                 # (..., L_q, L_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))            # exp(-inf) = 0: weight exactly 0
+        # A row with no key left would be a softmax over nothing (0/0 = NaN). Give such rows dummy
+        # scores of 0 so the softmax stays finite; the line after the softmax zeroes their weights.
+        scores = scores.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+    weights = torch.softmax(scores, dim=-1)                          # (..., L_q, L_k), rows sum to 1
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)                    # fully masked rows -> all 0
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
+    return dropped @ value, weights                                  # (..., L_q, d_v), (..., L_q, L_k)
+
+# %% ../notebooks/02_attention.ipynb #83b1a08c
+class AttentionHead(nn.Module):
+    """One head of scaled dot-product attention with learned projections (section 3.2.1, eq. (1)).
+
+    q_i = x_i W_Q, k_j = x'_j W_K, v_j = x'_j W_V (chapter 02), then
+    softmax(Q K^T / sqrt(d_k)) V. forward(query, key=None, value=None, mask=None) -> (output, weights)
+    with query (..., L_q, d_model), key and value (..., L_k, d_model); key defaults to query (self-attention)
+    and value to key.
+    """
+
+    def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False):
+        super().__init__()
+        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v or d_k
+        self.W_Q = nn.Linear(d_model, d_k, bias=bias)       # weight: (d_k, d_model)
+        self.W_K = nn.Linear(d_model, d_k, bias=bias)       # weight: (d_k, d_model)
+        self.W_V = nn.Linear(d_model, self.d_v, bias=bias)  # weight: (d_v, d_model)
+
+    def forward(self, query, key=None, value=None, mask=None):
+        key = query if key is None else key
+        value = key if value is None else value
+        _check_head_inputs(self, query, key, value)
+        q, k, v = self.W_Q(query), self.W_K(key), self.W_V(value)   # (..., L_q, d_k), (..., L_k, d_k), (..., L_k, d_v)
+        return scaled_dot_product_attention(q, k, v, mask)
+
+# %% ../notebooks/02_attention.ipynb #5b0e93f1
 def _describe(x) -> str:
     return f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
 
@@ -34,27 +84,36 @@ def check_mask(mask: torch.Tensor | None, shape, name: str = "mask", dims: str =
     return mask
 
 
+def _autocast_on(device_type: str) -> bool:
+    """Is torch.autocast on for this device type? (It mixes dtypes on purpose.)"""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:                                                # torch < 2.4: no device argument
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+def _check_dtype(x: torch.Tensor, name: str, dtype: torch.dtype) -> None:
+    """A module's input must have the dtype of its parameters, except under autocast."""
+    if x.dtype != dtype and not _autocast_on(x.device.type):
+        raise TypeError(f"{name} is a {x.dtype} tensor but the module's parameters are {dtype}: convert the "
+                        f"input ({name}.to({dtype})) or the module (module.to({x.dtype}))")
+
+
 def _check_float(x, name: str, dims: str) -> None:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
         raise TypeError(f"{name} must be a floating-point tensor of shape {dims}, got {_describe(x)}")
 
-# %% ../notebooks/02_attention.ipynb #fc2852c8
-def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                                 mask: torch.Tensor | None = None, dropout_p: float = 0.0,
-                                 scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q K^T / sqrt(d_k)) V: the paper's eq. (1), section 3.2.1 (chapter 02; masks: chapter 03).
 
-    query: (..., L_q, d_k); key: (..., L_k, d_k); value: (..., L_k, d_v); leading axes broadcast.
-    mask: boolean, True = may attend, broadcastable to (..., L_q, L_k). A query whose mask row is all
-    False has nothing to attend to: its weights are all 0 and its output is 0 (never NaN).
-    dropout_p: dropout on the weights (pass 0.0 at evaluation). scale: default 1/sqrt(d_k).
-    Returns (output (..., L_q, d_v), weights (..., L_q, L_k)); the weights are taken before dropout.
-    """
+def _check_qkv(query, key, value, mask, dropout_p) -> None:
+    """The checks of scaled_dot_product_attention: types, dtypes, matching axes, the mask, dropout_p."""
     if not 0.0 <= dropout_p <= 1.0:                                   # also rejects NaN
         raise ValueError(f"dropout_p must be a probability in [0, 1], got {dropout_p!r}")
     _check_float(query, "query", "(..., L_q, d_k)")
     _check_float(key, "key", "(..., L_k, d_k)")
     _check_float(value, "value", "(..., L_k, d_v)")
+    for name, x in (("key", key), ("value", value)):
+        if x.dtype != query.dtype and not _autocast_on(x.device.type):
+            raise TypeError(f"{name} must have the dtype of query, {query.dtype}, got {x.dtype}")
     if key.shape[-1] != query.shape[-1]:
         raise ValueError(f"key must have shape (..., L_k, d_k) with the d_k = {query.shape[-1]} of query, "
                          f"got shape {tuple(key.shape)}")
@@ -66,48 +125,20 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     except RuntimeError:
         raise ValueError(f"the leading axes of query {tuple(query.shape)}, key {tuple(key.shape)} and value "
                          f"{tuple(value.shape)} must broadcast") from None
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale                 # (..., L_q, L_k)
-    if mask is not None:
-        check_mask(mask, (*batch, query.shape[-2], key.shape[-2]), "mask", "(..., L_q, L_k)")
-        scores = scores.masked_fill(~mask, float("-inf"))            # exp(-inf) = 0: weight exactly 0
-        # A row with no key left would be a softmax over nothing (0/0 = NaN). Give such rows dummy
-        # scores of 0 so the softmax stays finite; the line after the softmax zeroes their weights.
-        scores = scores.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
-    weights = torch.softmax(scores, dim=-1)                          # (..., L_q, L_k), rows sum to 1
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)                    # fully masked rows -> all 0
-    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
-    return dropped @ value, weights                                  # (..., L_q, d_v), (..., L_q, L_k)
+    check_mask(mask, (*batch, query.shape[-2], key.shape[-2]), "mask", "(..., L_q, L_k)")
 
-# %% ../notebooks/02_attention.ipynb #83b1a08c
-def _check_features(x, name: str, d_model: int, dims: str) -> None:
+
+def _check_features(x, name: str, d_model: int, dims: str, dtype: torch.dtype | None = None) -> None:
+    """x must be a floating-point (..., d_model) tensor, and of the module's `dtype` when given."""
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or x.shape[-1] != d_model:
         raise ValueError(f"{name} must be a floating-point tensor of shape {dims} with d_model = {d_model}, "
                          f"got {_describe(x)}")
+    if dtype is not None:
+        _check_dtype(x, name, dtype)
 
 
-class AttentionHead(nn.Module):
-    """One head of scaled dot-product attention with learned projections (section 3.2.1, eq. (1)).
-
-    q_i = x_i W_Q, k_j = x'_j W_K, v_j = x'_j W_V (chapter 02, eq. qkv-projections), then
-    softmax(Q K^T / sqrt(d_k)) V. forward(query, key=None, value=None, mask=None) -> (output, weights)
-    with query (..., L_q, d_model), key and value (..., L_k, d_model); key defaults to query (self-attention)
-    and value to key.
-    """
-
-    def __init__(self, d_model: int, d_k: int, d_v: int | None = None, bias: bool = False):
-        super().__init__()
-        self.d_model, self.d_k, self.d_v = d_model, d_k, d_v or d_k
-        self.W_Q = nn.Linear(d_model, d_k, bias=bias)       # weight: (d_k, d_model)
-        self.W_K = nn.Linear(d_model, d_k, bias=bias)       # weight: (d_k, d_model)
-        self.W_V = nn.Linear(d_model, self.d_v, bias=bias)  # weight: (d_v, d_model)
-
-    def forward(self, query, key=None, value=None, mask=None):
-        key = query if key is None else key
-        value = key if value is None else value
-        _check_features(query, "query", self.d_model, "(..., L_q, d_model)")
-        _check_features(key, "key", self.d_model, "(..., L_k, d_model)")
-        _check_features(value, "value", self.d_model, "(..., L_k, d_model)")
-        q, k, v = self.W_Q(query), self.W_K(key), self.W_V(value)   # (..., L_q, d_k), (..., L_k, d_k), (..., L_k, d_v)
-        return scaled_dot_product_attention(q, k, v, mask)
+def _check_head_inputs(head: AttentionHead, query, key, value) -> None:
+    dtype = head.W_Q.weight.dtype
+    _check_features(query, "query", head.d_model, "(..., L_q, d_model)", dtype)
+    _check_features(key, "key", head.d_model, "(..., L_k, d_model)", dtype)
+    _check_features(value, "value", head.d_model, "(..., L_k, d_model)", dtype)

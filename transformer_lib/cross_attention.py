@@ -13,6 +13,40 @@ from .attention import scaled_dot_product_attention
 __all__ = ['attention_columns', 'attention_rows']
 
 # %% ../notebooks/04_cross_attention.ipynb #f6728048
+def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
+                      W_V: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The notes' column form C = Attn(X, X') (chapter 04; one token per column).
+
+    H_q: (D, t), decoder inputs X' (one token per column, the queries); H_kv: (D, m), encoder inputs
+    X (keys and values); W_Q, W_K: (d_k, D); W_V: (d_v, D). c_{:j} = V softmax(K^T q_{:j} / sqrt(d_k)).
+    scale=False drops the 1/sqrt(d_k), as one of the notes does. Returns C: (d_v, t) and the
+    weights alpha: (m, t), each column summing to 1.
+    """
+    _check_columns(H_q, H_kv, W_Q, W_K, W_V)      # see "The checks" below
+    Q = W_Q @ H_q                                 # (d_k, t): q_{:j} = W_Q x'_j
+    K = W_K @ H_kv                                # (d_k, m): k_{:i} = W_K x_i
+    V = W_V @ H_kv                                # (d_v, m): v_{:i} = W_V x_i
+    S = K.T @ Q                                   # (m, t): column j = K^T q_{:j}
+    if scale:
+        S = S / math.sqrt(Q.shape[0])
+    alpha = torch.softmax(S, dim=0)               # (m, t): softmax down each column
+    return V @ alpha, alpha                       # (d_v, t), (m, t)
+
+
+def attention_rows(X_q: torch.Tensor, X_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
+                   W_V: torch.Tensor, mask: torch.Tensor | None = None,
+                   scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same layer in the row convention (chapter 04; one token per row).
+
+    X_q: (..., t, D), the query sequence; X_kv: (..., m, D), the key/value sequence; W_Q, W_K, W_V as
+    in `attention_columns` (the nn.Linear weight layout). mask: boolean, True = may attend,
+    broadcastable to (..., t, m). Returns (output (..., t, d_v), weights (..., t, m), rows summing to 1).
+    """
+    _check_rows(X_q, X_kv, W_Q, W_K, W_V)
+    return scaled_dot_product_attention(X_q @ W_Q.T, X_kv @ W_K.T, X_kv @ W_V.T, mask,
+                                        scale=None if scale else 1.0)
+
+# %% ../notebooks/04_cross_attention.ipynb #7b4d1f95
 def _check_matrix(x, name: str, shape_desc: str, dim0: int | None = None, dim1: int | None = None) -> None:
     ok = isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() == 2
     ok = ok and (dim0 is None or x.shape[0] == dim0) and (dim1 is None or x.shape[1] == dim1)
@@ -28,45 +62,19 @@ def _check_sequence(x, name: str, shape_desc: str, D: int | None = None) -> None
         raise ValueError(f"{name} must be a floating-point tensor of shape {shape_desc}, got {got}")
 
 
-def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
-                      W_V: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The notes' column form C = Attn(X, X') (chapter 04, eq. cross-attention-columns).
+def _check_weights(W_Q, W_K, W_V, D: int) -> None:
+    _check_matrix(W_Q, "W_Q", f"(d_k, D) with D = {D}", dim1=D)
+    _check_matrix(W_K, "W_K", f"(d_k, D) with d_k = {W_Q.shape[0]}, D = {D}", dim0=W_Q.shape[0], dim1=D)
+    _check_matrix(W_V, "W_V", f"(d_v, D) with D = {D}", dim1=D)
 
-    H_q: (D, t), decoder inputs X' (one token per column, the queries); H_kv: (D, m), encoder inputs
-    X (keys and values); W_Q, W_K: (d_k, D); W_V: (d_v, D). c_{:j} = V softmax(K^T q_{:j} / sqrt(d_k)).
-    scale=False drops the 1/sqrt(d_k), as one of the notes does. Returns C: (d_v, t) and the
-    weights alpha: (m, t), each column summing to 1.
-    """
+
+def _check_columns(H_q, H_kv, W_Q, W_K, W_V) -> None:
     _check_matrix(H_q, "H_q", "(D, t)")
-    D = H_q.shape[0]
-    _check_matrix(H_kv, "H_kv", f"(D, m) with D = {D}", dim0=D)
-    _check_matrix(W_Q, "W_Q", f"(d_k, D) with D = {D}", dim1=D)
-    _check_matrix(W_K, "W_K", f"(d_k, D) with d_k = {W_Q.shape[0]}, D = {D}", dim0=W_Q.shape[0], dim1=D)
-    _check_matrix(W_V, "W_V", f"(d_v, D) with D = {D}", dim1=D)
-    Q = W_Q @ H_q                                 # (d_k, t): q_{:j} = W_Q x'_j
-    K = W_K @ H_kv                                # (d_k, m): k_{:i} = W_K x_i
-    V = W_V @ H_kv                                # (d_v, m): v_{:i} = W_V x_i
-    S = K.T @ Q                                   # (m, t): column j = K^T q_{:j}
-    if scale:
-        S = S / math.sqrt(Q.shape[0])
-    alpha = torch.softmax(S, dim=0)               # (m, t): softmax down each column
-    return V @ alpha, alpha                       # (d_v, t), (m, t)
+    _check_matrix(H_kv, "H_kv", f"(D, m) with D = {H_q.shape[0]}", dim0=H_q.shape[0])
+    _check_weights(W_Q, W_K, W_V, H_q.shape[0])
 
 
-def attention_rows(X_q: torch.Tensor, X_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
-                   W_V: torch.Tensor, mask: torch.Tensor | None = None,
-                   scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same layer in the row convention (chapter 04, eq. cross-attention-rows).
-
-    X_q: (..., t, D), the query sequence; X_kv: (..., m, D), the key/value sequence; W_Q, W_K, W_V as
-    in `attention_columns` (the nn.Linear weight layout). mask: boolean, True = may attend,
-    broadcastable to (..., t, m). Returns (output (..., t, d_v), weights (..., t, m), rows summing to 1).
-    """
+def _check_rows(X_q, X_kv, W_Q, W_K, W_V) -> None:
     _check_sequence(X_q, "X_q", "(..., t, D)")
-    D = X_q.shape[-1]
-    _check_sequence(X_kv, "X_kv", f"(..., m, D) with D = {D}", D)
-    _check_matrix(W_Q, "W_Q", f"(d_k, D) with D = {D}", dim1=D)
-    _check_matrix(W_K, "W_K", f"(d_k, D) with d_k = {W_Q.shape[0]}, D = {D}", dim0=W_Q.shape[0], dim1=D)
-    _check_matrix(W_V, "W_V", f"(d_v, D) with D = {D}", dim1=D)
-    return scaled_dot_product_attention(X_q @ W_Q.T, X_kv @ W_K.T, X_kv @ W_V.T, mask,
-                                        scale=None if scale else 1.0)
+    _check_sequence(X_kv, "X_kv", f"(..., m, D) with D = {X_q.shape[-1]}", X_q.shape[-1])
+    _check_weights(W_Q, W_K, W_V, X_q.shape[-1])

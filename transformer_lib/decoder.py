@@ -43,15 +43,9 @@ class DecoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-        _check_input(x, self.d_model)
-        self_cache = cross_cache = None
-        if cache is not None:
-            self_cache = cache.setdefault("self_attn", {})
-            cross_cache = cache.setdefault("cross_attn", {})
-        if memory is None and not (cross_cache and "k" in cross_cache):
-            raise ValueError("memory is required (only a filled cache['cross_attn'] lets it be None)")
-        if memory is not None:
-            _check_input(memory, self.d_model, "memory")
+        _check_decoder_inputs(self, x, memory, cache)
+        self_cache = None if cache is None else cache.setdefault("self_attn", {})
+        cross_cache = None if cache is None else cache.setdefault("cross_attn", {})
         causal = tgt_mask is None                  # the default: causal, given to the kernel by name
         x = self.residual_self(x, lambda h: self.self_attn(h, h, h, tgt_mask, cache=self_cache, is_causal=causal))
         x = self.residual_cross(x, lambda h: self.cross_attn(h, memory, memory, memory_mask,
@@ -80,11 +74,19 @@ class Decoder(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-        _check_input(x, self.d_model)
+        _check_input(x, self)
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.setdefault(f"layer_{i}", {})
             x = layer(x, memory, tgt_mask, memory_mask, layer_cache)      # (B, L_t, d_model)
         return x if self.norm is None else self.norm(x)
+
+# %% ../notebooks/10_decoder.ipynb #c93e5b17
+def _check_decoder_inputs(layer: DecoderLayer, x, memory, cache: dict | None) -> None:
+    _check_input(x, layer)
+    if memory is None and not (cache and "k" in cache.get("cross_attn", {})):
+        raise ValueError("memory is required (only a filled cache['cross_attn'] lets it be None)")
+    if memory is not None:
+        _check_input(memory, layer, "memory")
 
 # %% ../notebooks/10_decoder.ipynb #fa79f682
 def reorder_cache(cache: dict, index: torch.Tensor) -> dict:

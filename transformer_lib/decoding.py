@@ -28,8 +28,39 @@ def _check_src(src: torch.Tensor) -> None:
         raise ValueError(f"src must be a long tensor of token ids of shape (B, S), got {got}")
 
 
+def _check_model(model: nn.Module) -> None:
+    if not hasattr(model, "encode") and isinstance(getattr(model, "module", None), nn.Module):
+        raise TypeError(f"model is a {type(model).__name__} wrapper: decode with the model inside it, model.module "
+                        f"(DistributedDataParallel only synchronises gradients, and decoding computes none)")
+
+
+def _check_count(value, name: str, what: str) -> None:
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
+        raise ValueError(f"{name} must be >= 1, a whole number of {what}, got {value!r}")
+
+
+def _check_ids(vocab: int | None, bos_id, eos_id, pad_id: int) -> None:
+    """bos_id, eos_id and pad_id must be ids of the target vocabulary (when its size is known), eos != pad."""
+    for name, i in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        if vocab is not None and not (hasattr(i, "__index__") and 0 <= i < vocab):
+            raise ValueError(f"{name} must be a token id of the target vocabulary, in [0, {vocab}), got {i!r}")
+    if eos_id == pad_id:
+        raise ValueError(f"eos_id must differ from pad_id ({pad_id}): a finished sentence is padded with pad_id, "
+                         f"so eos must be a token of its own")
+
+
+def _check_decoding(model: nn.Module, src: torch.Tensor, bos_id, eos_id, pad_id: int | None) -> int:
+    """The checks both decoders share; returns pad_id (default: the model's config)."""
+    _check_src(src)
+    _check_model(model)
+    pad_id = _pad_id(model, pad_id)
+    _check_ids(getattr(getattr(model, "config", None), "tgt_vocab_size", None), bos_id, eos_id, pad_id)
+    return pad_id
+
+
 def _banned(vocab: int, pad_id: int, bos_id: int, eos_id: int, device) -> torch.Tensor:
     """(V,) bool: tokens a decoder never emits (padding, and bos unless it doubles as eos)."""
+    _check_ids(vocab, bos_id, eos_id, pad_id)                       # for a model without a config
     banned = torch.zeros(vocab, dtype=torch.bool, device=device)
     banned[pad_id] = True
     if bos_id != eos_id:
@@ -45,17 +76,15 @@ def _causal(length: int, device) -> torch.Tensor:
 def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int,
                   src_mask: torch.Tensor | None = None, use_cache: bool = True, *, pad_id: int | None = None,
                   return_logits: bool = False):
-    """Greedy decoding (eq. greedy): at most `max_len` new tokens per sentence of `src` (B, S).
+    """Greedy decoding (each step appends the most probable next token): at most `max_len` new tokens per sentence of `src` (B, S).
 
     Returns token ids (B, T), T <= max_len + 1, starting with `bos_id`, `pad_id` (default: the
     model's config) after `eos_id`. With `use_cache` the decoder sees one new token per step and
     keeps keys/values in a cache; without, it re-reads the whole prefix. With `return_logits`,
     also the raw logits of every step, (B, T - 1, V).
     """
-    _check_src(src)
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
-    pad_id = _pad_id(model, pad_id)
+    pad_id = _check_decoding(model, src, bos_id, eos_id, pad_id)
+    _check_count(max_len, "max_len", "new tokens")
     was_training = model.training
     model.eval()
     if src_mask is None:
@@ -83,7 +112,7 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int
 
 # %% ../notebooks/15_decoding.ipynb #26ca0bb1
 def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (eq. length-penalty); |Y| counts eos."""
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al., 2016); |Y| counts eos."""
     return ((5.0 + length) / 6.0) ** alpha
 
 # %% ../notebooks/15_decoding.ipynb #4d2de531
@@ -92,7 +121,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
                 max_len: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
                 src_mask: torch.Tensor | None = None, use_cache: bool = True, *, pad_id: int | None = None,
                 return_scores: bool = False):
-    """Batched beam search with the GNMT length penalty (section 6.1: beam 4, alpha 0.6; eq. length-penalty).
+    """Batched beam search with the GNMT length penalty (section 6.1: beam 4, alpha 0.6).
 
     `src` (B, S). Returns the best hypothesis per sentence as token ids (B, T) starting with
     `bos_id`, `pad_id` after `eos_id`; with `return_scores` also its score s(Y) (B,). `max_len`
@@ -101,15 +130,13 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
     _check_src(src)
     if bos_id is None or eos_id is None:
         raise ValueError("bos_id and eos_id must be given")
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0, got {alpha}")
-    pad_id = _pad_id(model, pad_id)
+    _check_count(beam_size, "beam_size", "beams")
+    if not 0 <= alpha < math.inf:                                   # also rejects NaN
+        raise ValueError(f"alpha must be >= 0 and finite, got {alpha!r}")
+    pad_id = _check_decoding(model, src, bos_id, eos_id, pad_id)
     if max_len is None:
         max_len = min(src.shape[1] + 50, int(getattr(getattr(model, "config", None), "max_len", 10**9)))
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    _check_count(max_len, "max_len", "new tokens")
     was_training = model.training
     model.eval()
     B, K, device = src.shape[0], beam_size, src.device
@@ -135,7 +162,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
         V = logits.shape[-1]
         log_p = torch.log_softmax(logits.float(), dim=-1)
         log_p = log_p.masked_fill(_banned(V, pad_id, bos_id, eos_id, device), -math.inf)
-        cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)         # eq. beam-score
+        cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)         # beam score + token log-prob
         top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=1)                 # (B, 2K)
         top_beam, top_token = top_idx // V, top_idx % V
         is_eos = top_token == eos_id
@@ -168,6 +195,6 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
             break
     model.train(was_training)
     best = fin_tokens[:, 0]                                                                   # (B, max_len+1)
-    length = int((best != pad_id).sum(1).max())
+    length = int((best != pad_id).sum(1).max()) if B else 2                                  # empty batch: as greedy
     best = best[:, :length]
     return (best, fin_scores[:, 0]) if return_scores else best

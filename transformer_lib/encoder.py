@@ -6,20 +6,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .attention import _check_dtype
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import LayerNorm, ResidualConnection
 from .multi_head_attention import MultiHeadAttention
 
 # %% auto #0
-__all__ = ['EncoderLayer', 'Encoder']
+__all__ = ['EncoderLayer', 'Encoder', 'layer_costs']
 
 # %% ../notebooks/09_encoder.ipynb #2bc90bee
-def _check_input(x, d_model: int, name: str = "x") -> None:
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3 or x.size(-1) != d_model:
-        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name} must be a floating-point tensor of shape (B, L, d_model={d_model}), got {got}")
-
-
 class EncoderLayer(nn.Module):
     """One encoder layer (§3.1, eqs. encoder-attn and encoder-ffn): self-attention, then the FFN, each
     inside a residual connection with LayerNorm (post-LN by default; norm_first=True for pre-LN).
@@ -41,13 +36,13 @@ class EncoderLayer(nn.Module):
         self.residual_ffn = ResidualConnection(d_model, dropout, norm_first, eps)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self.d_model)
+        _check_input(x, self)
         x = self.residual_attn(x, lambda h: self.self_attn(h, h, h, mask, is_causal=is_causal))   # (B, L, d_model)
         return self.residual_ffn(x, self.feed_forward)                       # (B, L, d_model)
 
 # %% ../notebooks/09_encoder.ipynb #bc6f6ba2
 class Encoder(nn.Module):
-    """The encoder (§3.1, eq. encoder-stack): n_layers EncoderLayers, plus a final LayerNorm when
+    """The encoder (§3.1): n_layers EncoderLayers, plus a final LayerNorm when
     final_norm is True (default: exactly when norm_first, i.e. pre-LN).
 
     forward(x (B, L, d_model) embeddings, mask=None, is_causal=False) -> memory (B, L, d_model).
@@ -64,7 +59,64 @@ class Encoder(nn.Module):
         self.norm = LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self.d_model)
+        _check_input(x, self)
         for layer in self.layers:
             x = layer(x, mask, is_causal)                      # (B, L, d_model)
         return x if self.norm is None else self.norm(x)
+
+# %% ../notebooks/09_encoder.ipynb #71c9e0f3
+def _check_input(x, module: nn.Module, name: str = "x") -> None:
+    """x must be a floating-point (B, L, d_model) tensor of the dtype of `module`'s parameters."""
+    d_model = module.d_model
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3 or x.size(-1) != d_model:
+        got = f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a floating-point tensor of shape (B, L, d_model={d_model}), got {got}")
+    weight = next(module.parameters(), None)
+    if weight is not None:
+        _check_dtype(x, name, weight.dtype)
+
+# %% ../notebooks/09_encoder.ipynb #c65d0490
+def _layers_to_reach(distance: int, reach) -> int:
+    """Smallest L >= 0 with reach(L) >= distance."""
+    layers = 0
+    while reach(layers) < distance:
+        layers += 1
+    return layers
+
+
+def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, dict]:
+    """The paper's Table 1 (§4), counted for one layer of width d on one sequence of length n.
+
+    Returns {layer type: {"mult_adds", "sequential_ops", "max_path_length", "table1"}}:
+    multiply-adds of the matrix products (self-attention: 4 n d^2 for the projections + 2 n^2 d), steps that
+    must run one after another, the steps from input position 1 to output position n (layers
+    for stacks, time steps for recurrences) and the paper's order of the complexity per layer.
+    Layer types: "self_attention", "rnn" (nn.RNN), "gru" (nn.GRU), "conv" (causal Conv1d of
+    width k), "dilated_conv" (dilation k^(l-1) in layer l) and, when r is given,
+    "restricted_self_attention" (each query sees the r positions centred on it, r odd).
+    """
+    for name, value, low in (("n", n, 1), ("d", d, 1), ("k", k, 2)):
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if r is not None and (not isinstance(r, int) or r < 3 or r % 2 == 0):
+        raise ValueError(f"r (neighbourhood size) must be an odd int >= 3, got {r!r}")
+    far = n - 1                                  # from position 1 to position n
+
+    def row(mult_adds, sequential_ops, max_path_length, table1):
+        return {"mult_adds": mult_adds, "sequential_ops": sequential_ops,
+                "max_path_length": max_path_length, "table1": table1}
+
+    costs = {
+        "self_attention": row(4 * n * d * d + 2 * n * n * d, 1, min(far, 1), "O(n^2 d)"),
+        "rnn": row(2 * n * d * d, n, far, "O(n d^2)"),
+        "gru": row(6 * n * d * d, n, far, "O(n d^2)"),
+        "conv": row(k * n * d * d, 1,
+                    _layers_to_reach(far, lambda L: L * (k - 1)), "O(k n d^2)"),
+        "dilated_conv": row(k * n * d * d, 1,
+                            _layers_to_reach(far, lambda L: k**L - 1), "O(k n d^2)"),
+    }
+    if r is not None:
+        costs["restricted_self_attention"] = row(
+            4 * n * d * d + 2 * n * r * d, 1,
+            _layers_to_reach(far, lambda L: L * (r - 1) // 2), "O(r n d)")
+    return costs

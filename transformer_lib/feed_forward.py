@@ -7,12 +7,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import _check_dtype
+
 # %% auto #0
 __all__ = ['PositionwiseFeedForward', 'layer_parameter_counts']
 
 # %% ../notebooks/08_feed_forward.ipynb #374f1883
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (§3.3, eq. ffn), the same MLP at every position.
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (§3.3, eq. (2)), the same MLP at every position.
 
     x: (..., L, d_model) -> (..., L, d_model). `dropout` acts on the hidden ReLU activations
     (not in the paper; nn.TransformerEncoderLayer does it); 0 by default.
@@ -26,15 +28,20 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() < 1 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (..., L, d_model={self.d_model}), got {tuple(x.shape)}")
+        _check_ffn_input(self, x)
         return self.w_2(self.dropout(F.relu(self.w_1(x))))    # (..., L, d_ff) -> (..., L, d_model)
 
 # %% ../notebooks/08_feed_forward.ipynb #8f425bc7
 def layer_parameter_counts(d_model: int, d_ff: int, decoder: bool = False) -> dict[str, int]:
-    """Parameters of one encoder (or decoder) layer by sub-layer, from the formulas of eq. ffn-share."""
+    """Parameters of one encoder (or decoder) layer by sub-layer (weights and biases; each LayerNorm has 2 d_model)."""
     attention = 4 * d_model * d_model + 4 * d_model                  # W_Q, W_K, W_V, W_O and biases
     n_attn = 2 if decoder else 1
     return {"attention": n_attn * attention,
             "feed-forward": 2 * d_model * d_ff + d_ff + d_model,
             "layer norms": (n_attn + 1) * 2 * d_model}
+
+# %% ../notebooks/08_feed_forward.ipynb #a0d7f3b8
+def _check_ffn_input(ffn: PositionwiseFeedForward, x) -> None:
+    if x.dim() < 1 or x.size(-1) != ffn.d_model:
+        raise ValueError(f"x must have shape (..., L, d_model={ffn.d_model}), got {tuple(x.shape)}")
+    _check_dtype(x, "x", ffn.w_1.weight.dtype)

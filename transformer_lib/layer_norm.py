@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import _check_dtype
+
 # %% auto #0
 __all__ = ['layer_norm', 'LayerNorm', 'ResidualConnection']
 
@@ -37,13 +39,13 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
+        _check_eps(eps)
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))       # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))        # beta
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() < 1 or x.size(-1) != self.d_model:
-            raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {tuple(x.shape)}")
+        _check_norm_input(self, x)
         return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
 
 # %% ../notebooks/07_layer_norm.ipynb #25e987e7
@@ -64,3 +66,18 @@ class ResidualConnection(nn.Module):
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))        # pre-LN
         return self.norm(x + self.dropout(sublayer(x)))            # post-LN (§3.1)
+
+# %% ../notebooks/07_layer_norm.ipynb #b61d4e92
+def _check_eps(eps) -> None:
+    try:
+        ok = 0.0 < eps < float("inf")                                # False for NaN
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+
+
+def _check_norm_input(norm: LayerNorm, x) -> None:
+    if x.dim() < 1 or x.size(-1) != norm.d_model:
+        raise ValueError(f"x must have shape (..., d_model={norm.d_model}), got {tuple(x.shape)}")
+    _check_dtype(x, "x", norm.weight.dtype)

@@ -14,11 +14,7 @@ def make_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
     Broadcasts over heads and queries; combine with a causal mask by `&` (chapter 03).
     """
-    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() \
-            or tokens.dtype == torch.bool:
-        got = f"a {tokens.dtype} tensor of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) \
-            else type(tokens).__name__
-        raise TypeError(f"tokens must be an integer tensor of shape (B, L), got {got}")
+    _check_token_ids(tokens)                                       # see "The checks" below
     return (tokens != pad_id)[:, None, None, :]                    # (B, 1, 1, L)
 
 
@@ -28,7 +24,19 @@ def make_causal_mask(length: int, device: torch.device | str | None = None, offs
     The paper's decoder mask (section 3.2.3). offset = number of earlier positions already in a
     key/value cache (incremental decoding); offset=0 gives the square (L, L) lower triangle.
     """
-    for name, val, low in (("length", length, 0), ("offset", offset, 0)):
-        if not isinstance(val, int) or isinstance(val, bool) or val < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {val!r}")
+    _check_sizes(length=length, offset=offset)
     return torch.ones(length, offset + length, dtype=torch.bool, device=device).tril(diagonal=offset)
+
+# %% ../notebooks/03_masking.ipynb #f3a90c6d
+def _check_token_ids(tokens) -> None:
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() \
+            or tokens.dtype == torch.bool:
+        got = f"a {tokens.dtype} tensor of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) \
+            else type(tokens).__name__
+        raise TypeError(f"tokens must be an integer tensor of shape (B, L), got {got}")
+
+
+def _check_sizes(**sizes) -> None:
+    for name, val in sizes.items():
+        if not isinstance(val, int) or isinstance(val, bool) or val < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {val!r}")

@@ -11,8 +11,9 @@ from torch import nn
 
 from .decoder import Decoder
 from .encoder import Encoder
+from .layer_norm import _check_eps
 from .masking import make_padding_mask
-from .multi_head_attention import MultiHeadAttention
+from .multi_head_attention import MultiHeadAttention, _check_probability
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 
 # %% auto #0
@@ -41,19 +42,7 @@ class TransformerConfig:
     eps: float = 1e-5                   # LayerNorm epsilon
 
     def __post_init__(self):
-        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got d_model={self.d_model}, n_heads={self.n_heads}")
-        if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
-        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
-            raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={self.src_vocab_size} "
-                             f"and tgt_vocab_size={self.tgt_vocab_size}")
-        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"pad_id must be a token id of both vocabularies, got {self.pad_id}")
+        _check_config(self)                 # every field, by name: see "The checks" below
 
     @classmethod
     def base(cls, vocab_size: int, **overrides) -> TransformerConfig:
@@ -67,28 +56,8 @@ class TransformerConfig:
         return cls.base(vocab_size, **{"d_model": 1024, "n_heads": 16, "d_ff": 4096, "dropout": 0.3, **overrides})
 
 # %% ../notebooks/11_model.ipynb #0b941758
-_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-
-
-def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int = 0, values: bool = True) -> None:
-    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() \
-            or tokens.dtype == torch.bool or tokens.is_complex():
-        got = f"a {tokens.dtype} tensor of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) \
-            else type(tokens).__name__
-        raise ValueError(f"{name} must be an integer tensor of token ids of shape (B, L), got {got}")
-    if offset + tokens.shape[1] > max_len:
-        raise ValueError(f"{name} needs positions {offset}..{offset + tokens.shape[1] - 1}, but the positional "
-                         f"table holds max_len={max_len} (TransformerConfig.max_len)")
-    if values and not _is_compiling() and tokens.numel():
-        low, high = torch.aminmax(tokens)
-        if low < 0 or high >= vocab_size:
-            bad = int(low) if low < 0 else int(high)
-            raise ValueError(f"{name} contains token id {bad} outside the vocabulary: ids must be in "
-                             f"[0, {vocab_size}) (vocab size {vocab_size})")
-
-
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of "Attention Is All You Need" (Figure 1; eq. transformer).
+    """The encoder-decoder Transformer of "Attention Is All You Need" (Figure 1).
 
     forward(src (B, L_s), tgt (B, L_t), src_mask=None, tgt_mask=None) -> logits (B, L_t, V_tgt).
     Masks default to the padding mask of src, and the causal mask for tgt (True = may attend). tgt is
@@ -150,6 +119,7 @@ class Transformer(nn.Module):
         c = self.config
         offset = 0 if cache is None else cache.get("offset", 0)
         _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
+        _check_batch(memory, "memory", tgt, "tgt")
         y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
         h = self.decoder(y, memory, tgt_mask, src_mask, cache)                 # tgt_mask None: causal; (B, L_t, d_model)
         if cache is not None:
@@ -159,12 +129,66 @@ class Transformer(nn.Module):
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
                 tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
         src_mask = self._src_mask(src, src_mask)
+        _check_batch(tgt, "tgt", src, "src")
         memory = self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)  # (B, L_s, d_model)
         return self.decode(tgt, memory, src_mask, tgt_mask)                          # (B, L_t, V_tgt)
 
+# %% ../notebooks/11_model.ipynb #4f0c8d1e
+def _check_config(c: TransformerConfig) -> None:
+    """Every field of a TransformerConfig, each error naming the field."""
+    for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+        value = getattr(c, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    for name in ("dropout", "attn_dropout", "ffn_dropout"):
+        _check_probability(getattr(c, name), name)
+    _check_eps(c.eps)
+    if c.d_model % c.n_heads:
+        raise ValueError(f"d_model must be divisible by n_heads, got d_model={c.d_model}, n_heads={c.n_heads}")
+    if c.positional not in ("sinusoidal", "learned"):
+        raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {c.positional!r}")
+    if c.share_embeddings and c.src_vocab_size != c.tgt_vocab_size:
+        raise ValueError(f"share_embeddings needs one vocabulary, got src_vocab_size={c.src_vocab_size} "
+                         f"and tgt_vocab_size={c.tgt_vocab_size}")
+    if not 0 <= c.pad_id < min(c.src_vocab_size, c.tgt_vocab_size):
+        raise ValueError(f"pad_id must be a token id of both vocabularies, got {c.pad_id}")
+
+
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int = 0, values: bool = True) -> None:
+    """(B, L) token ids of an embedding dtype, positions within max_len, ids in [0, vocab_size) if `values`."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.dtype not in (torch.int64, torch.int32):
+        got = f"a {tokens.dtype} tensor of shape {tuple(tokens.shape)}" if isinstance(tokens, torch.Tensor) \
+            else type(tokens).__name__
+        raise ValueError(f"{name} must be an integer tensor of token ids of shape (B, L) and dtype torch.int64 or "
+                         f"torch.int32 (what nn.Embedding takes), got {got}")
+    if offset + tokens.shape[1] > max_len:
+        raise ValueError(f"{name} needs positions {offset}..{offset + tokens.shape[1] - 1}, but the positional "
+                         f"table holds max_len={max_len} (TransformerConfig.max_len)")
+    if values and not _is_compiling() and tokens.numel():
+        low, high = torch.aminmax(tokens)
+        if low < 0 or high >= vocab_size:
+            bad = int(low) if low < 0 else int(high)
+            raise ValueError(f"{name} contains token id {bad} outside the vocabulary: ids must be in "
+                             f"[0, {vocab_size}) (vocab size {vocab_size})")
+
+
+def _check_batch(x, name: str, ref: torch.Tensor, ref_name: str) -> None:
+    if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] != ref.shape[0]:
+        raise ValueError(f"{name} must have the batch size of {ref_name}, B = {ref.shape[0]}, "
+                         f"got shape {tuple(x.shape)}")
+
 # %% ../notebooks/11_model.ipynb #a57ad81b
 def parameter_count(config: TransformerConfig) -> dict[str, int]:
-    """Parameters of Transformer(config) by part, from eq. param-count (shared tensors counted once)."""
+    """Parameters of Transformer(config) by part, by formula, without building it (shared tensors counted once).
+
+    For the total of a built model or of a config, use `count_parameters`.
+    """
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"parameter_count takes a TransformerConfig, got {type(config).__name__}; "
+                        "count a model's parameters with count_parameters(model)")
     c = config
     d, f, n = c.d_model, c.d_ff, c.n_layers
     attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d

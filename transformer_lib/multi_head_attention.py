@@ -16,14 +16,6 @@ __all__ = ['NaiveMultiHeadAttention', 'MultiHeadAttention', 'count_parameters', 
            'multi_head_attention_columns']
 
 # %% ../notebooks/05_multi_head_attention.ipynb #7f512adb
-def _check_heads(d_model: int, n_heads: int) -> None:
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (d_model, n_heads)):
-        raise ValueError(f"d_model and n_heads must be positive ints, got d_model={d_model!r}, n_heads={n_heads!r}")
-    if d_model % n_heads:
-        raise ValueError(f"d_model must be divisible by n_heads (each head gets d_k = d_model / n_heads "
-                         f"features), got d_model={d_model}, n_heads={n_heads}")
-
-
 def _head_mask(mask: torch.Tensor | None, m: int) -> torch.Tensor | None:
     """The part of a (B|1, h|1, L_q|1, L_k|1)-broadcastable mask that applies to head m."""
     if mask is None or mask.dim() < 3:
@@ -107,12 +99,64 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
         _check_heads(d_model, n_heads)
+        _check_probability(dropout, "dropout")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)   # [W_Q; W_K; W_V]: (3 d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)      # W_O
         self.need_weights = False
         self.attn_weights = None
+
+    def forward(self, query, key, value, mask=None, cache: dict | None = None, static_kv: bool = False,
+                is_causal: bool = False):
+        _check_mha_inputs(self, query, key, value, mask, cache, static_kv, is_causal)   # see "The checks"
+        B, L_q = query.shape[:2]
+        q, k, v = self._heads(query, key, value, cache, static_kv)  # (B, h, L_q, d_k), 2 x (B, h, L_k, d_k)
+        mask, is_causal = self._causal(mask, is_causal, L_q, k.shape[2], q.device)
+        p = self.dropout if self.training else 0.0
+        if self.need_weights:                                        # explicit path: keep the weights
+            out, weights = scaled_dot_product_attention(q, k, v, mask, p)
+            self.attn_weights = weights.detach()                     # (B, h, L_q, L_k)
+        else:                                                        # fast path
+            out = _fast_attention(q, k, v, mask, p, is_causal)
+        out = out.transpose(1, 2).reshape(B, L_q, self.d_model)      # concat heads: (B, L_q, d_model)
+        return self.out_proj(out)                                    # [head_1, ..., head_h] W_O
+
+    def _heads(self, query, key, value, cache: dict | None, static_kv: bool):
+        """Q, K, V split into heads, with the KV cache read and filled: (B, h, L_q, d_k), 2 x (B, h, L_k, d_k)."""
+        if cache is not None and static_kv and "k" in cache:        # cross-attention, memory already projected
+            return self._split_heads(self._project(query, slice(0, self.d_model))), cache["k"], cache["v"]
+        q, k, v = self._project_qkv(query, key, value)               # 3 x (B, L, d_model)
+        k, v = self._split_heads(k), self._split_heads(v)            # (B, h, L_k, d_k)
+        if cache is not None:
+            if not static_kv and "k" in cache:                       # append the new positions
+                k = torch.cat([cache["k"], k], dim=2)                # (B, h, L_past + L_new, d_k)
+                v = torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+        return self._split_heads(q), k, v
+
+    def _project_qkv(self, query, key, value):
+        """query W_Q, key W_K, value W_V, each (B, L, d_model), in as few matrix products as the call allows.
+
+        The grouping is chosen from which arguments are the same tensor object, and it only saves kernel
+        launches (the function is the same, tested to rounding): self-attention (query is key is value)
+        is one product with [W_Q; W_K; W_V]; one memory (key is value) is query W_Q and one product with
+        [W_K; W_V]; three different tensors are three products.
+        """
+        d = self.d_model
+        if query is key and key is value:                            # self-attention: one fused matmul
+            return self.in_proj(query).chunk(3, dim=-1)              # 3 x (B, L, d_model)
+        if key is value:                                             # cross-attention on one memory
+            return (self._project(query, slice(0, d)), *self._project(key, slice(d, 3 * d)).chunk(2, dim=-1))
+        return tuple(self._project(x, slice(i * d, (i + 1) * d)) for i, x in enumerate((query, key, value)))
+
+    def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
+        """is_causal by name where the fused kernel can apply it (L_q = L_k, no weights kept), else a mask."""
+        if is_causal and L_q == 1:                                   # one query, the last position: sees all keys
+            return mask, False
+        if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
+            return make_causal_mask(L_q, device, offset=L_k - L_q), False   # (L_q, L_k)
+        return mask, is_causal
 
     def _split_heads(self, x):                                      # (B, L, d_model) -> (B, h, L, d_k)
         return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
@@ -121,69 +165,74 @@ class MultiHeadAttention(nn.Module):
         b = self.in_proj.bias
         return F.linear(x, self.in_proj.weight[which], None if b is None else b[which])
 
-    def _check_seq(self, x, name: str, B: int | None = None, L: int | None = None):
-        dims = "(B, L_q, d_model)" if name == "query" else "(B, L_k, d_model)"
-        _check_features(x, name, self.d_model, dims)
-        if x.dim() != 3 or (B is not None and x.shape[0] != B) or (L is not None and x.shape[1] != L):
-            want = f"{dims} with d_model = {self.d_model}" + (f", B = {B}" if B is not None else "") + \
-                (f", L_k = {L}" if L is not None else "")
-            raise ValueError(f"{name} must have shape {want}, got {_describe(x)}")
+# %% ../notebooks/05_multi_head_attention.ipynb #e7a2c415
+def _check_heads(d_model: int, n_heads: int) -> None:
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (d_model, n_heads)):
+        raise ValueError(f"d_model and n_heads must be positive ints, got d_model={d_model!r}, n_heads={n_heads!r}")
+    if d_model % n_heads:
+        raise ValueError(f"d_model must be divisible by n_heads (each head gets d_k = d_model / n_heads "
+                         f"features), got d_model={d_model}, n_heads={n_heads}")
 
-    def forward(self, query, key, value, mask=None, cache: dict | None = None, static_kv: bool = False,
-                is_causal: bool = False):
-        self._check_seq(query, "query")
-        if is_causal and mask is not None:
-            raise ValueError("give either mask or is_causal=True, not both (combine masks with & instead)")
-        B, L_q, d = query.shape[0], query.shape[1], self.d_model
-        if cache is not None and static_kv and "k" in cache:        # cross-attention, memory already projected
-            q = self._project(query, slice(0, d))
-            k, v = cache["k"], cache["v"]                            # (B, h, L_k, d_k)
-        else:
-            self._check_seq(key, "key", B)
-            self._check_seq(value, "value", B, key.shape[1])
-            if query is key and key is value:                        # self-attention: one fused matmul
-                q, k, v = self.in_proj(query).chunk(3, dim=-1)       # 3 x (B, L, d_model)
-            elif key is value:                                       # cross-attention on one memory
-                q = self._project(query, slice(0, d))
-                k, v = self._project(key, slice(d, 3 * d)).chunk(2, dim=-1)
-            else:
-                q, k, v = (self._project(x, slice(i * d, (i + 1) * d)) for i, x in enumerate((query, key, value)))
-            k, v = self._split_heads(k), self._split_heads(v)        # (B, h, L_k, d_k)
-            if cache is not None:
-                if not static_kv and "k" in cache:                   # append the new positions
-                    if cache["k"].shape[0] != B:
-                        raise ValueError(f"cache['k'] must have shape (B, h, L_past, d_k) with B = {B}, "
-                                         f"got shape {tuple(cache['k'].shape)}")
-                    k = torch.cat([cache["k"], k], dim=2)            # (B, h, L_past + L_new, d_k)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
-        q = self._split_heads(q)                                     # (B, h, L_q, d_k)
-        L_k = k.shape[2]
-        if is_causal and L_q > L_k:
-            raise ValueError(f"is_causal=True needs L_q <= L_k (the queries are the last L_q of the L_k key "
-                             f"positions), got L_q = {L_q}, L_k = {L_k}; pass an explicit mask instead")
-        if is_causal and L_q == 1:                                   # one query, the last position: sees all keys
-            is_causal = False
-        if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
-            mask, is_causal = make_causal_mask(L_q, q.device, offset=L_k - L_q), False   # (L_q, L_k)
-        check_mask(mask, (B, self.n_heads, L_q, L_k), "mask", "(B, h, L_q, L_k)")
-        p = self.dropout if self.training else 0.0
-        if self.need_weights:                                        # explicit path: keep the weights
-            out, weights = scaled_dot_product_attention(q, k, v, mask, p)
-            self.attn_weights = weights.detach()                     # (B, h, L_q, L_k)
-        else:                                                        # fast path
-            out = _fast_attention(q, k, v, mask, p, is_causal)
-        out = out.transpose(1, 2).reshape(B, L_q, d)                 # concat heads: (B, L_q, d_model)
-        return self.out_proj(out)
+
+def _check_probability(p, name: str) -> None:
+    try:
+        ok = 0.0 <= p <= 1.0                                         # False for NaN
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {p!r}")
+
+
+def _check_seq(mha: MultiHeadAttention, x, name: str, B: int | None = None, L: int | None = None) -> None:
+    """x must be (B, L, d_model), of the module's dtype; B and L checked when given."""
+    dims = "(B, L_q, d_model)" if name == "query" else "(B, L_k, d_model)"
+    _check_features(x, name, mha.d_model, dims, mha.in_proj.weight.dtype)
+    if x.dim() != 3 or (B is not None and x.shape[0] != B) or (L is not None and x.shape[1] != L):
+        want = f"{dims} with d_model = {mha.d_model}" + (f", B = {B}" if B is not None else "") + \
+            (f", L_k = {L}" if L is not None else "")
+        raise ValueError(f"{name} must have shape {want}, got {_describe(x)}")
+
+
+def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache, static_kv, is_causal) -> None:
+    """The checks of MultiHeadAttention.forward, each error naming the argument and its shape."""
+    _check_seq(mha, query, "query")
+    if is_causal and mask is not None:
+        raise ValueError("give either mask or is_causal=True, not both (combine masks with & instead)")
+    (B, L_q), cached = query.shape[:2], cache is not None and "k" in cache
+    if cached and static_kv:                                         # memory already projected: key, value unused
+        L_k = cache["k"].shape[2]
+    else:
+        _check_seq(mha, key, "key", B)
+        _check_seq(mha, value, "value", B, key.shape[1])
+        L_k = key.shape[1]
+        if cached:                                                   # self-attention: L_past keys come first
+            if cache["k"].shape[0] != B:
+                raise ValueError(f"cache['k'] must have shape (B, h, L_past, d_k) with B = {B}, "
+                                 f"got shape {tuple(cache['k'].shape)}")
+            L_k += cache["k"].shape[2]
+    if is_causal and L_q > L_k:
+        raise ValueError(f"is_causal=True needs L_q <= L_k (the queries are the last L_q of the L_k key "
+                         f"positions), got L_q = {L_q}, L_k = {L_k}; pass an explicit mask instead")
+    check_mask(mask, (B, mha.n_heads, L_q, L_k), "mask", "(B, h, L_q, L_k)")
 
 # %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable parameters (chapter 05, eq. mha-params: 4 d_model^2 + 4 d_model for attention)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+def count_parameters(model) -> int:
+    """Number of trainable parameters of `model`, an `nn.Module` (multi-head attention has
+    4 d_model^2 + 4 d_model: four d_model x d_model projections and their biases), or of the
+    Transformer a `TransformerConfig` describes, counted by formula without building it (chapter 11;
+    `transformer_lib.model.parameter_count` gives the count by part)."""
+    if isinstance(model, nn.Module):
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    # imported here, not at the top, because model.py imports this module
+    from transformer_lib.model import TransformerConfig, parameter_count
+
+    if isinstance(model, TransformerConfig):
+        return parameter_count(model)["total"]
+    raise TypeError(f"count_parameters takes an nn.Module or a TransformerConfig, got {type(model).__name__}")
 
 
 def attention_matmul_flops(L_q: int, L_k: int, d_model: int, n_heads: int = 1) -> int:
-    """Matrix-multiply FLOPs of multi-head attention on one sequence (chapter 05, eq. mha-flops).
+    """Matrix-multiply FLOPs of multi-head attention on one sequence (chapter 05).
 
     Summed head by head with d_k = d_model / n_heads, to show that the total does not depend on n_heads.
     """
@@ -202,7 +251,7 @@ def per_head_weights(mha: MultiHeadAttention):
 
 
 def multi_head_attention_columns(H: torch.Tensor, Qs, Ks, Vs, W_O: torch.Tensor) -> torch.Tensor:
-    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included (chapter 05, eq. mha-notes-columns).
+    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included (chapter 05; one token per column).
 
     H: (D, N), one token per column; Qs, Ks: M matrices (d_k, D); Vs: M matrices (d_v, D); W_O: the
     notes' O, (D, M d_v) (= out_proj.weight).

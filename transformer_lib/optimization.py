@@ -8,7 +8,7 @@ import math
 import os
 import random
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -17,9 +17,9 @@ from torch import nn
 from .model import _is_compiling
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'adamw', 'CosineSchedule', 'LabelSmoothingLoss',
-           'CheckpointError', 'unwrap_model', 'config_dict', 'get_rng_state', 'set_rng_state', 'save_checkpoint',
-           'read_checkpoint', 'load_checkpoint', 'average_checkpoints']
+__all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'budget_lr', 'BudgetSchedule', 'adamw',
+           'CosineSchedule', 'LabelSmoothingLoss', 'CheckpointError', 'unwrap_model', 'config_dict', 'get_rng_state',
+           'set_rng_state', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'average_checkpoints']
 
 # %% ../notebooks/14_optimization.ipynb #78ec5956
 def paper_adam(params: Iterable, lr: float = 1.0, betas: tuple[float, float] = (0.9, 0.98),
@@ -63,6 +63,50 @@ class WarmupSchedule(torch.optim.lr_scheduler.LRScheduler):
         factor = warmup_lr(self.last_epoch + 1, self.d_model, self.warmup_steps)
         return [base_lr * factor for base_lr in self.base_lrs]
 
+# %% ../notebooks/14_optimization.ipynb #fc8a90ea
+def budget_lr(step: int, progress: float, warmup_steps: int, decay_start: float = 0.6) -> float:
+    """Multiplier of the peak rate for a run with a fixed budget, the budget schedule of chapter 14.
+
+    Linear warm-up over updates 1 … `warmup_steps`, then constant, then linear decay to 0 between
+    `progress` = `decay_start` and 1 (progress: the fraction of the time or update budget used).
+    A deviation from the paper's eq. (3), which is written for a known number of updates.
+    """
+    if step < 1:
+        raise ValueError(f"step must be >= 1 (updates are counted from 1), got {step}")
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
+    if not 0.0 <= decay_start <= 1.0:
+        raise ValueError(f"decay_start must be in [0, 1], got {decay_start}")
+    if not 0.0 <= progress <= 1.0:
+        raise ValueError(f"progress must be in [0, 1], got {progress}")
+    decay = 1.0 if progress <= decay_start else (1.0 - progress) / (1.0 - decay_start)
+    return min(1.0, step / warmup_steps) * decay
+
+
+class BudgetSchedule(torch.optim.lr_scheduler.LRScheduler):
+    """`budget_lr` as a PyTorch scheduler: lr = base_lr × budget_lr(step, progress()).
+
+    Create the optimizer with lr = the peak rate. `progress(k)`, given the number k of updates done,
+    returns the fraction of the budget used so far (read at every `step()`, clipped to [0, 1]):
+    k / max_steps for an update budget, training seconds / time budget for a time budget.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, warmup_steps: int, progress: Callable[[int], float],
+                 decay_start: float = 0.6, last_epoch: int = -1):
+        budget_lr(1, 0.0, warmup_steps, decay_start)  # validates the arguments
+        self.warmup_steps, self.progress, self.decay_start = warmup_steps, progress, decay_start
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        p = min(max(float(self.progress(self.last_epoch)), 0.0), 1.0)
+        factor = budget_lr(self.last_epoch + 1, p, self.warmup_steps, self.decay_start)
+        return [base_lr * factor for base_lr in self.base_lrs]
+
+    def state_dict(self) -> dict:
+        "Everything but `progress` (a function of the caller's clock, passed again when resuming)."
+        return {k: v for k, v in super().state_dict().items() if k != "progress"}
+
+
 # %% ../notebooks/14_optimization.ipynb #f8f6d701
 def adamw(model: nn.Module, lr: float, *, weight_decay: float = 0.1,
           betas: tuple[float, float] = (0.9, 0.99)) -> torch.optim.AdamW:
@@ -98,7 +142,7 @@ class CosineSchedule(torch.optim.lr_scheduler.LRScheduler):
 
 # %% ../notebooks/14_optimization.ipynb #c8504aa4
 class LabelSmoothingLoss(nn.Module):
-    """Cross-entropy against the smoothed target q = (1 - ε)·onehot(y) + ε/V (section 5.4, eq. label-smoothing-loss).
+    """Cross-entropy against the smoothed target q = (1 - ε)·onehot(y) + ε/V (section 5.4).
 
     `forward(logits (B, L, V), target (B, L))` returns the mean over the positions whose target is
     not `pad_id` (`reduction="sum"` returns the sum instead). Equals
@@ -259,7 +303,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None,
 
 # %% ../notebooks/14_optimization.ipynb #eca1d327
 def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.Tensor]:
-    """Elementwise mean of the model weights of several checkpoints (section 6.1, eq. checkpoint-average).
+    """Elementwise mean of the model weights of several checkpoints (section 6.1).
 
     Returns a state dict for `model.load_state_dict`. Floating-point tensors are averaged in float64
     and cast back to their dtype; other tensors are taken from the last checkpoint.

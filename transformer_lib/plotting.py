@@ -5,11 +5,19 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import matplotlib.pyplot as plt
 import torch
 
+try:  # matplotlib (and numpy, which it brings) come with the [plot] extra
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
+except ModuleNotFoundError as e:
+    raise ModuleNotFoundError(f'transformer_lib.plotting needs {e.name}: pip install "transformer-lib[plot]"', name=e.name) from e
+
 # %% auto #0
-__all__ = ['plot_attention', 'plot_attention_heads']
+__all__ = ['ARCHITECTURE_PARTS', 'ATTENTION_DIAGRAMS', 'plot_attention', 'plot_attention_heads', 'plot_architecture',
+           'plot_attention_diagram']
 
 # %% ../notebooks/A1_plotting.ipynb #3d8753f4
 def _as_matrix(weights, name: str = "weights") -> torch.Tensor:
@@ -88,3 +96,283 @@ def plot_attention_heads(weights, x_labels: Sequence[str] | None = None,
     if colorbar:
         fig.colorbar(axes.flat[0].images[0], ax=axes.ravel().tolist(), fraction=0.02, pad=0.02)
     return fig
+
+# %% ../notebooks/A1_plotting.ipynb #30521bb1
+# The book's figures use matplotlib's tab10 colours; each kind of block keeps its colour in every diagram.
+_COLOURS = {"attention": "tab:orange", "add-norm": "tab:olive", "feed-forward": "tab:blue",
+            "embedding": "tab:pink", "positional": "tab:cyan", "linear": "tab:purple", "matmul": "tab:purple",
+            "softmax": "tab:green", "scale": "tab:olive", "mask": "tab:pink", "concat": "tab:olive",
+            "stack": "tab:gray", "text": "tab:gray", "accent": "tab:red"}
+_MUTED_FACE, _MUTED_EDGE, _MUTED_TEXT, _MUTED_LINE = "#f3f3f3", "#c4c4c4", "#8f8f8f", "#c8c8c8"
+
+
+def _tint(colour, white: float) -> tuple:
+    """`colour` mixed with white; `white` is the share of white."""
+    return tuple(c + (1 - c) * white for c in to_rgb(colour))
+
+
+class _Canvas:
+    """Boxes, labels and arrows on `ax`. `lit(element)` is None (no highlighting), True or False (muted).
+
+    Every artist gets its element's name as gid, so tests can find the drawing of each element.
+    """
+
+    def __init__(self, ax, lit=None):
+        self.ax, self.lit = ax, lit or (lambda element: None)
+
+    def style(self, element: str, kind: str) -> dict:
+        state = self.lit(element)
+        if state is False:
+            return dict(face=_MUTED_FACE, edge=_MUTED_EDGE, text=_MUTED_TEXT, lw=1.0, weight="normal")
+        colour = _COLOURS[kind]
+        return dict(face=_tint(colour, 0.55 if state else 0.72), edge=colour, text="black",
+                    lw=2.4 if state else 1.3, weight="bold" if state else "normal")
+
+    def line_colour(self, element: str) -> str:
+        state = self.lit(element)
+        return _MUTED_LINE if state is False else "#222222" if state else "#4d4d4d"
+
+    def box(self, element, kind, x, y, w, h, label="", fontsize=9.5, z=3):
+        """A rounded box centred at (x, y), w wide and h high."""
+        s = self.style(element, kind)
+        p = FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0,rounding_size=0.12",
+                           facecolor=s["face"], edgecolor=s["edge"], linewidth=s["lw"], zorder=z, gid=element)
+        self.ax.add_patch(p)
+        if label:
+            self.ax.text(x, y, label, ha="center", va="center", fontsize=fontsize, color=s["text"],
+                         fontweight=s["weight"], zorder=z + 1, linespacing=1.15, gid=element)
+        return p
+
+    def label(self, element, x, y, text, fontsize=9.5, frame=True, **kw):
+        """Text; one that stands for a part by itself (e.g. "Inputs") gets a frame when emphasised."""
+        s = self.style(element, "text")
+        if frame and self.lit(element):
+            kw["bbox"] = dict(boxstyle="round,pad=0.25", facecolor=_tint(_COLOURS["accent"], 0.8),
+                              edgecolor=_COLOURS["accent"], linewidth=1.5)
+        return self.ax.text(x, y, text, fontsize=fontsize, color=s["text"], fontweight=s["weight"], zorder=5,
+                            linespacing=1.15, gid=element, **kw)
+
+    def arrow(self, element, points, head=True, lw=1.2):
+        """A polyline through `points`, with an arrowhead at the last one."""
+        colour = self.line_colour(element)
+        if len(points) > 2:
+            xs, ys = zip(*points[:-1])
+            self.ax.plot(xs, ys, color=colour, lw=lw, zorder=2, gid=element, solid_joinstyle="round")
+        self.ax.add_patch(FancyArrowPatch(points[-2], points[-1], arrowstyle="-|>" if head else "-",
+                                          mutation_scale=9, color=colour, lw=lw, shrinkA=0, shrinkB=0,
+                                          zorder=2, gid=element))
+
+    def plus(self, element, x, y, r=0.18):
+        """The ⊕ where the positional encoding is added to the embeddings."""
+        colour = self.line_colour(element)
+        self.ax.add_patch(Circle((x, y), r, facecolor="white", edgecolor=colour, lw=1.2, zorder=3, gid=element))
+        self.ax.plot([x - 0.6 * r, x + 0.6 * r], [y, y], color=colour, lw=1.2, zorder=4, gid=element)
+        self.ax.plot([x, x], [y - 0.6 * r, y + 0.6 * r], color=colour, lw=1.2, zorder=4, gid=element)
+
+    def wave(self, element, x, y, r=0.28):
+        """The positional encoding: a circle with one period of a sine in it."""
+        s = self.style(element, "positional")
+        self.ax.add_patch(Circle((x, y), r, facecolor=s["face"], edgecolor=s["edge"], lw=s["lw"], zorder=3,
+                                 gid=element))
+        t = np.linspace(-0.7, 0.7, 40)
+        self.ax.plot(x + r * t, y + 0.45 * r * np.sin(t * np.pi / 0.7), lw=1.1, zorder=4, gid=element,
+                     color=_MUTED_TEXT if self.lit(element) is False else s["edge"])
+
+
+# Figure 1 of the paper. Each drawn element has a name (the gid of its artists); a part is a set of elements.
+ARCHITECTURE_PARTS = {
+    "inputs": ("inputs",),
+    "shifted-outputs": ("shifted-outputs",),
+    "embeddings": ("input-embedding", "output-embedding"),
+    "positional-encoding": ("input-positional-encoding", "output-positional-encoding",
+                            "input-plus", "output-plus"),
+    "self-attention": ("encoder-self-attention",),
+    "masked-self-attention": ("decoder-masked-self-attention",),
+    "cross-attention": ("decoder-cross-attention", "encoder-output"),
+    "attention": ("encoder-self-attention", "decoder-masked-self-attention", "decoder-cross-attention"),
+    "add-norm": ("encoder-add-norm-1", "encoder-add-norm-2", "decoder-add-norm-1", "decoder-add-norm-2",
+                 "decoder-add-norm-3", "encoder-residuals", "decoder-residuals"),
+    "feed-forward": ("encoder-feed-forward", "decoder-feed-forward"),
+    "encoder": ("encoder-stack", "encoder-self-attention", "encoder-add-norm-1", "encoder-feed-forward",
+                "encoder-add-norm-2", "encoder-residuals", "encoder-flow"),
+    "decoder": ("decoder-stack", "decoder-masked-self-attention", "decoder-add-norm-1",
+                "decoder-cross-attention", "decoder-add-norm-2", "decoder-feed-forward",
+                "decoder-add-norm-3", "decoder-residuals", "decoder-flow"),
+    "linear-softmax": ("linear", "softmax"),
+    "output-probabilities": ("output-probabilities",),
+}
+_PART_ALIASES = {"multi-head-attention": "attention", "encoder-decoder-attention": "cross-attention",
+                 "add-&-norm": "add-norm", "add-and-norm": "add-norm", "embedding": "embeddings",
+                 "outputs-(shifted-right)": "shifted-outputs", "linear-and-softmax": "linear-softmax"}
+
+
+def _part(name) -> str:
+    """The canonical part name: case, spaces, hyphens and underscores do not matter."""
+    valid = ", ".join(ARCHITECTURE_PARTS)
+    if not isinstance(name, str):
+        raise ValueError(f"highlight must be a part name or a list of them, got {name!r}; valid names: {valid}")
+    key = "-".join(name.lower().replace("_", " ").replace("-", " ").split())
+    key = _PART_ALIASES.get(key, key)
+    if key not in ARCHITECTURE_PARTS:
+        raise ValueError(f"highlight: unknown part {name!r}; valid names: {valid}")
+    return key
+
+
+def _stack(c: _Canvas, prefix: str, x: float, sublayers, side: int, y: float, W: float):
+    """Sub-layers bottom-up from height y, each followed by Add & Norm with its residual line on `side`
+    (-1 left, +1 right). Returns the top of the stack and, per sub-layer, the height where its input splits."""
+    sx, splits = x, {}
+    for i, (element, label, h) in enumerate(sublayers):
+        kind = "feed-forward" if element.endswith("feed-forward") else "attention"
+        cross = element == "decoder-cross-attention"
+        if cross:
+            sx = x + 0.75                    # the queries enter on the right; keys and values from the encoder
+        ys, bottom = y + 0.28, y + 0.63      # the split (sub-layer input and residual), the sub-layer's bottom
+        c.arrow(f"{prefix}-flow", [(sx, y), (sx, ys)], head=False)
+        for dx in (0.75,) if cross else (-0.75, 0.0, 0.75) if kind == "attention" else (0.0,):
+            c.arrow(f"{prefix}-flow", [(sx, ys), (x + dx, ys), (x + dx, bottom)])   # Q, K, V or the FFN input
+        c.box(element, kind, x, bottom + h / 2, W, h, label)
+        splits[element] = ys
+        top = bottom + h
+        c.arrow(f"{prefix}-flow", [(x, top), (x, top + 0.28)])
+        y_norm = top + 0.49
+        c.box(f"{prefix}-add-norm-{i + 1}", "add-norm", x, y_norm, W, 0.42, "Add & Norm")
+        xr = x + side * (W / 2 + 0.38)
+        c.arrow(f"{prefix}-residuals", [(sx, ys), (xr, ys), (xr, y_norm), (x + side * W / 2, y_norm)])
+        y, sx = y_norm + 0.21, x
+    return y, splits
+
+
+def plot_architecture(highlight=None, ax=None):
+    """The Transformer of the paper's Figure 1 (section 3), drawn with matplotlib: a map of the model.
+
+    `highlight` is None (everything in colour), one part name or a list of them (see
+    `ARCHITECTURE_PARTS`, e.g. "cross-attention" or ["embeddings", "linear-softmax"]); the named parts
+    are drawn emphasised and the rest muted. An unknown name is a ValueError listing the valid ones.
+    The layout is made for the default figure, 6.4 inches wide (the book's figure width); on a
+    smaller `ax` the labels keep their size and may not fit their boxes. Returns the axes.
+    """
+    lit = None
+    if highlight is not None:
+        names = [highlight] if isinstance(highlight, str) else list(highlight)
+        if not names:
+            raise ValueError("highlight is an empty list; give None, a part name or a list of part names "
+                             f"from: {', '.join(ARCHITECTURE_PARTS)}")
+        lit = {element for name in names for element in ARCHITECTURE_PARTS[_part(name)]}
+    if ax is None:
+        ax = plt.figure(figsize=(6.4, 6.4 * 12.3 / 14.6)).add_axes((0, 0, 1, 1))
+    c = _Canvas(ax, None if lit is None else lit.__contains__)
+    W, fw = 3.6, 4.9             # width of a block, of a stack's frame
+    xe, xd = 3.2, 10.0           # centres of the encoder and decoder columns
+    base = 3.05                  # bottom of the stacks
+    # Embeddings and positional encodings (sections 3.4 and 3.5).
+    for side, x, words, name, sign in (("input", xe, "Inputs", "inputs", -1),
+                                       ("output", xd, "Outputs\n(shifted right)", "shifted-outputs", 1)):
+        c.label(name, x, 0.3, words, ha="center", va="center")
+        c.arrow(f"{side}-flow", [(x, 0.55 if side == "input" else 0.72), (x, 1.05)])
+        c.box(f"{side}-embedding", "embedding", x, 1.43, 0.8 * W, 0.76, f"{side.title()}\nEmbedding")
+        c.arrow(f"{side}-flow", [(x, 1.81), (x, 2.27)])
+        c.plus(f"{side}-plus", x, 2.45)
+        c.wave(f"{side}-positional-encoding", x + sign * 1.05, 2.45)
+        c.arrow(f"{side}-positional-encoding", [(x + sign * 0.77, 2.45), (x + sign * 0.18, 2.45)])
+        c.label(f"{side}-positional-encoding", x + sign * 1.45, 2.45, "Positional\nEncoding",
+                ha="left" if sign > 0 else "right", va="center", frame=False)
+        c.arrow(f"{side}-flow", [(x, 2.63), (x, base + 0.15)], head=False)
+    # The encoder and decoder layers (sections 3.1-3.3).
+    enc_top, _ = _stack(c, "encoder", xe, [("encoder-self-attention", "Multi-Head\nSelf-Attention", 0.78),
+                                           ("encoder-feed-forward", "Feed-Forward", 0.6)], -1, base + 0.15, W)
+    dec_top, splits = _stack(c, "decoder", xd, [
+        ("decoder-masked-self-attention", "Masked Multi-Head\nSelf-Attention", 0.78),
+        ("decoder-cross-attention", "Multi-Head\nCross-Attention", 0.78),
+        ("decoder-feed-forward", "Feed-Forward", 0.6)], 1, base + 0.15, W)
+    for element, x, top, sign in (("encoder-stack", xe, enc_top, -1), ("decoder-stack", xd, dec_top, 1)):
+        s = c.style(element, "stack")           # the frame of N identical layers
+        face = "#fafafa" if c.lit(element) is False else _tint("tab:blue", 0.9) if c.lit(element) \
+            else _tint("tab:gray", 0.88)
+        ax.add_patch(FancyBboxPatch((x - fw / 2, base), fw, top + 0.18 - base, facecolor=face,
+                                    boxstyle="round,pad=0,rounding_size=0.25", edgecolor=s["edge"],
+                                    lw=s["lw"], zorder=1, gid=element))
+        ax.text(x + sign * (fw / 2 + 0.15), (base + top) / 2, "N×", ha="left" if sign > 0 else "right",
+                va="center", fontsize=10, color=s["text"], fontweight=s["weight"], gid=element)
+    # The encoder's output gives the keys and values of every decoder layer's cross-attention (3.2.3).
+    xm, ykv = (xe + xd) / 2, splits["decoder-cross-attention"]
+    c.arrow("encoder-output", [(xe, enc_top), (xe, enc_top + 0.55), (xm, enc_top + 0.55), (xm, ykv),
+                               (xd, ykv)], head=False)
+    for dx in (-0.75, 0.0):
+        c.arrow("encoder-output", [(xd + dx, ykv), (xd + dx, ykv + 0.35)])
+    # The output layer (section 3.4).
+    y = dec_top + 0.18
+    c.arrow("output-flow", [(xd, dec_top), (xd, y + 0.4)])
+    c.box("linear", "linear", xd, y + 0.62, 0.8 * W, 0.44, "Linear")
+    c.arrow("output-flow", [(xd, y + 0.84), (xd, y + 1.14)])
+    c.box("softmax", "softmax", xd, y + 1.36, 0.8 * W, 0.44, "Softmax")
+    c.arrow("output-flow", [(xd, y + 1.58), (xd, y + 1.88)])
+    c.label("output-probabilities", xd, y + 2.1, "Output Probabilities", ha="center", va="center")
+    ax.set_xlim(-0.7, 13.9)
+    ax.set_ylim(-0.2, y + 2.57)                # 12.3 high, 14.6 wide: the default figure's shape
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return ax
+
+
+ATTENTION_DIAGRAMS = ("scaled-dot-product", "multi-head")
+
+
+def plot_attention_diagram(kind: str = "scaled-dot-product", ax=None):
+    """The paper's Figure 2: `kind="scaled-dot-product"` (section 3.2.1, eq. 1) or `"multi-head"` (3.2.2).
+
+    Drawn in the colours of `plot_architecture`, with the shapes of the book's row convention
+    beside the steps. An unknown kind is a ValueError naming the valid ones. Returns the axes.
+    """
+    if kind not in ATTENTION_DIAGRAMS:
+        raise ValueError(f"kind: unknown diagram {kind!r}; valid kinds: {', '.join(ATTENTION_DIAGRAMS)}")
+    xr, yr = 8.4, 6.0
+    if ax is None:
+        ax = plt.figure(figsize=(0.5 * xr, 0.5 * yr)).add_axes((0, 0, 1, 1))
+    c = _Canvas(ax)
+    note = dict(fontsize=9, color="#555555", ha="left", va="center")
+    if kind == "scaled-dot-product":
+        x = 1.7
+        for name, xi in (("Q", 1.1), ("K", 2.3), ("V", 3.7)):
+            ax.text(xi, 0.3, name, ha="center", va="center", fontsize=11)
+            c.arrow(name, [(xi, 0.55), (xi, 0.95 if name != "V" else 4.55)])
+        steps = [("matmul-1", "matmul", "MatMul", 1.2, r"$\mathbf{Q}\mathbf{K}^\top$: $(L_q, L_k)$ scores"),
+                 ("scale", "scale", "Scale", 2.1, r"$\div\sqrt{d_k}$"),
+                 ("mask", "mask", "Mask (opt.)", 3.0, r"$-\infty$ where the mask is False"),
+                 ("softmax", "softmax", "SoftMax", 3.9, "each row sums to 1")]
+        for i, (element, block, label, y, text) in enumerate(steps):
+            p = c.box(element, block, x, y, 2.2, 0.5, label)
+            if block == "mask":
+                p.set_linestyle((0, (3, 2)))                 # optional: dashed
+            if i:
+                c.arrow("flow", [(x, y - 0.65), (x, y - 0.25)])
+            ax.text(4.3, y, text, **note)
+        c.arrow("flow", [(x, 4.15), (x, 4.55)])
+        c.box("matmul-2", "matmul", 2.7, 4.8, 2.6, 0.5, "MatMul")
+        ax.text(4.3, 4.8, r"weights $\times\,\mathbf{V}$: $(L_q, d_v)$", **note)
+        c.arrow("flow", [(2.7, 5.05), (2.7, 5.6)])
+    else:
+        for name, xi in (("V", 1.2), ("K", 2.9), ("Q", 4.6)):
+            ax.text(xi, 0.3, name, ha="center", va="center", fontsize=11)
+            for j in (2, 1, 0):                              # h projections, drawn back to front
+                c.box(f"linear-{name}", "linear", xi + 0.12 * j, 1.3 + 0.12 * j, 1.3, 0.5, "" if j else "Linear")
+            c.arrow(name, [(xi, 0.55), (xi, 1.05)])
+            c.arrow(name, [(xi, 1.55), (xi, 2.2)])
+        for j in (2, 1, 0):
+            c.box("attention", "attention", 2.9 + 0.12 * j, 2.6 + 0.12 * j, 4.8, 0.8,
+                  "" if j else "Scaled Dot-Product\nAttention")
+        ax.text(5.75, 3.0, "$h$", fontsize=11, ha="left", va="center")
+        c.arrow("flow", [(2.9, 3.0), (2.9, 3.75)])
+        c.box("concat", "concat", 2.9, 4.0, 2.2, 0.5, "Concat")
+        c.arrow("flow", [(2.9, 4.25), (2.9, 4.65)])
+        c.box("linear-out", "linear", 2.9, 4.9, 2.2, 0.5, "Linear")
+        c.arrow("flow", [(2.9, 5.15), (2.9, 5.6)])
+        ax.text(6.0, 1.45, r"one $\mathbf{W}_V, \mathbf{W}_K, \mathbf{W}_Q$" + "\nper head", **note)
+        ax.text(6.0, 2.45, r"each head: $(L_q, d_v)$", **note)
+        ax.text(4.2, 4.0, r"$(L_q, h\,d_v)$", **note)
+        ax.text(4.2, 4.9, r"$\mathbf{W}_O$: $(L_q, d_{\mathrm{model}})$", **note)
+    ax.set_xlim(0, xr)
+    ax.set_ylim(0, yr)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    return ax

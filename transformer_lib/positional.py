@@ -11,7 +11,7 @@ __all__ = ['sinusoidal_encoding', 'pe_shift_matrix', 'pe_dot_product', 'Position
 
 # %% ../notebooks/06_positional_encoding.ipynb #ea82d3ad
 def _frequencies(d_model: int, device=None) -> torch.Tensor:
-    """omega_i = 10000^(-2i/d_model) for i = 0 .. d_model/2 - 1 (eq. pe-frequencies), float64."""
+    """omega_i = 10000^(-2i/d_model) for i = 0 .. d_model/2 - 1 (§3.5), float64."""
     if not isinstance(d_model, int) or d_model <= 0 or d_model % 2:
         raise ValueError(f"d_model must be a positive even integer (sin/cos pairs), got {d_model!r}")
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)   # 2i = 0, 2, ..., d-2
@@ -22,7 +22,7 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
                         device=None) -> torch.Tensor:
     """The table PE of §3.5: PE[pos, 2i] = sin(pos * omega_i), PE[pos, 2i+1] = cos(pos * omega_i).
 
-    Returns a (max_len, d_model) tensor (eq. sinusoidal-pe), computed in float64, then cast to `dtype`.
+    Returns a (max_len, d_model) tensor, computed in float64, then cast to `dtype`.
     """
     omega = _frequencies(d_model, device)                                       # (d/2,)
     pos = torch.arange(max_len, dtype=torch.float64, device=device)[:, None]    # (max_len, 1)
@@ -32,33 +32,18 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
 
 # %% ../notebooks/06_positional_encoding.ipynb #8d51ee37
 def pe_shift_matrix(k: int, d_model: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """R_k of eq. pe-shift: the (d_model, d_model) block-diagonal rotation with PE[pos + k] = R_k @ PE[pos]."""
+    """R_k: the (d_model, d_model) block-diagonal rotation with PE[pos + k] = R_k @ PE[pos]."""
     theta = _frequencies(d_model) * k                                 # (d/2,): omega_i * k
     c, s = torch.cos(theta), torch.sin(theta)
-    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)   # (d/2, 2, 2): R(omega_i k)
+    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)   # (d/2, 2, 2): R(-omega_i k)
     return torch.block_diag(*blocks).to(dtype)                        # (d, d)
 
 
 def pe_dot_product(k: int, d_model: int) -> float:
-    """PE[pos] . PE[pos + k] = sum_i cos(omega_i k) (eq. pe-dot); the same for every pos."""
+    """PE[pos] . PE[pos + k] = sum_i cos(omega_i k), the same for every pos."""
     return float(torch.cos(_frequencies(d_model) * k).sum())
 
 # %% ../notebooks/06_positional_encoding.ipynb #f11c4ed5
-def _check_features(x: torch.Tensor, d_model: int, name: str = "x") -> None:
-    if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.size(-1) != d_model:
-        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name} must have shape (..., L, d_model={d_model}), got {got}")
-
-
-def _check_positions(length: int, offset: int, max_len: int) -> None:
-    if not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be a non-negative int, got {offset!r}")
-    if offset + length > max_len:
-        raise ValueError(f"positions {offset}..{offset + length - 1} do not fit the positional table of "
-                         f"max_len={max_len} (sequence length {length}, offset {offset}); "
-                         f"build the module with a larger max_len")
-
-
 class PositionalEncoding(nn.Module):
     """Fixed sinusoidal positions (§3.5): x + PE[offset : offset + L], then dropout (§5.4).
 
@@ -72,10 +57,8 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_features(x, self.d_model)
-        length = x.size(-2)
-        _check_positions(length, offset, self.max_len)
-        return self.dropout(x + self.pe[offset:offset + length].to(x.dtype))   # (..., L, d_model)
+        _check_positions(self, x, offset)                   # see "The checks" below
+        return self.dropout(x + self.pe[offset:offset + x.size(-2)].to(x.dtype))   # (..., L, d_model)
 
 # %% ../notebooks/06_positional_encoding.ipynb #2d94c17a
 class LearnedPositionalEmbedding(nn.Module):
@@ -88,7 +71,19 @@ class LearnedPositionalEmbedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_features(x, self.d_model)
-        length = x.size(-2)
-        _check_positions(length, offset, self.max_len)
-        return self.dropout(x + self.weight[offset:offset + length].to(x.dtype))   # (..., L, d_model)
+        _check_positions(self, x, offset)                   # see "The checks" below
+        return self.dropout(x + self.weight[offset:offset + x.size(-2)].to(x.dtype))   # (..., L, d_model)
+
+# %% ../notebooks/06_positional_encoding.ipynb #3e8b6f07
+def _check_positions(module: nn.Module, x, offset) -> None:
+    d_model, max_len = module.d_model, module.max_len
+    if not isinstance(x, torch.Tensor) or x.dim() < 2 or x.size(-1) != d_model:
+        got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape (..., L, d_model={d_model}), got {got}")
+    length = x.size(-2)
+    if not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"offset must be a non-negative int, got {offset!r}")
+    if offset + length > max_len:
+        raise ValueError(f"positions {offset}..{offset + length - 1} do not fit the positional table of "
+                         f"max_len={max_len} (sequence length {length}, offset {offset}); "
+                         f"build the module with a larger max_len")

@@ -10,14 +10,18 @@ __all__ = ['basic_self_attention']
 
 # %% ../notebooks/01_self_attention.ipynb #3c79634f
 def basic_self_attention(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Parameter-free self-attention, y_i = sum_j softmax_j(x_i . x_j) x_j (chapter 01, eq. basic-self-attention).
+    """Parameter-free self-attention, y_i = sum_j softmax_j(x_i . x_j) x_j (chapter 01).
 
     x: (..., N, D) floating-point tensor. Returns (y, weights) with y: (..., N, D) and
     weights: (..., N, N), each row of the weights summing to 1.
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
-        got = f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise TypeError(f"x must be a floating-point tensor of shape (..., N, D), got {got}")
+    _check_x(x)                                 # see "The checks" below
     scores = x @ x.transpose(-2, -1)            # (..., N, N): s_ij = x_i . x_j
     weights = torch.softmax(scores, dim=-1)     # (..., N, N): each row sums to 1
     return weights @ x, weights                 # (..., N, D), (..., N, N)
+
+# %% ../notebooks/01_self_attention.ipynb #0c5d7a9b
+def _check_x(x) -> None:
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
+        got = f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise TypeError(f"x must be a floating-point tensor of shape (..., N, D), got {got}")

@@ -3,12 +3,21 @@
 # %% ../notebooks/17_subwords_and_bleu.ipynb #d3600f2e
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
 from collections import Counter
 from pathlib import Path
 from typing import NamedTuple, Sequence
+
+
+def _require(module: str):
+    """Import `module` (tokenizers or sacrebleu, from the [nlp] extra), or say how to install it."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f'transformer_lib.text needs {e.name} for this: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 # %% auto #0
 __all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'pretokenize', 'learn_bpe',
@@ -37,8 +46,8 @@ def pretokenize(text: str) -> list[str]:
 def learn_bpe(texts: Sequence[str], num_merges: int) -> list[tuple[str, str]]:
     """Learn `num_merges` BPE merges from `texts` (Sennrich et al. 2016, Algorithm 1).
 
-    Counts adjacent symbol pairs over all words weighted by word frequency (eq. bpe-pair-count),
-    merges the most frequent one (eq. bpe-merge), and repeats. Ties go to the pair whose symbols
+    Counts adjacent symbol pairs over all words weighted by word frequency,
+    merges the most frequent one, and repeats. Ties go to the pair whose symbols
     were created first (characters in code-point order, then merged symbols in order), as in
     Hugging Face `tokenizers`. Returns the merges in the order learned.
     """
@@ -48,13 +57,13 @@ def learn_bpe(texts: Sequence[str], num_merges: int) -> list[tuple[str, str]]:
     merges: list[tuple[str, str]] = []
     for _ in range(num_merges):
         pairs: Counter = Counter()
-        for symbols, c in words:                                 # eq. bpe-pair-count
+        for symbols, c in words:                                 # pair counts, weighted by word frequency
             for a, b in zip(symbols, symbols[1:]):
                 pairs[a, b] += c
         if not pairs:
             break                                                # every word is one symbol
         (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], -rank[kv[0][0]], -rank[kv[0][1]]))
-        merges.append((a, b))                                    # eq. bpe-merge
+        merges.append((a, b))                                    # the most frequent pair
         rank.setdefault(a + b, len(rank))
         for symbols, _ in words:
             i = 0
@@ -120,6 +129,7 @@ class SubwordTokenizer:
     def train(cls, texts: Sequence[str], vocab_size: int = 8000, min_frequency: int = 2) -> SubwordTokenizer:
         """Learn a BPE vocabulary of at most `vocab_size` ids (4 special + 256 byte + characters +
         merges) from `texts`, e.g. the German and the English training sentences together."""
+        _require("tokenizers")
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
         texts = list(texts)
@@ -150,6 +160,7 @@ class SubwordTokenizer:
     @classmethod
     def load(cls, path: str | os.PathLike) -> SubwordTokenizer:
         """Load a tokenizer saved with `save`; a missing or unreadable file is a clear error."""
+        _require("tokenizers")
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -185,9 +196,10 @@ class SubwordTokenizer:
         encs = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
 
-    def tokens(self, text: str) -> list[str]:
-        "The subword strings of `text` (for printing and for the axes of attention maps)."
-        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+    def tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+        """The subword strings of `text` (for printing and for the axes of attention maps), one per id of
+        `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
+        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
 
     def id_to_token(self, i: int) -> str:
         return self.tokenizer.id_to_token(int(i))
@@ -232,7 +244,7 @@ def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
 def bleu_from_tokens(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
                      max_order: int = 4) -> float:
     """Corpus BLEU (Papineni et al. 2002) of tokenized `hypotheses` against one tokenized reference each:
-    clipped n-gram precisions (eq. bleu-precision), brevity penalty and geometric mean (eq. bleu),
+    clipped n-gram precisions, brevity penalty and their geometric mean,
     with sacreBLEU's default 'exp' smoothing of zero counts. Returns a score in [0, 100]."""
     if len(hypotheses) != len(references):
         raise ValueError(f"got {len(hypotheses)} hypotheses but {len(references)} references")
@@ -267,7 +279,7 @@ class BleuResult(NamedTuple):
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
     """sacreBLEU corpus BLEU of detokenized `hypotheses` against raw `references` (one per hypothesis):
     cased, `13a` tokenization, default exp smoothing. Returns `(score, signature)`."""
-    import sacrebleu
+    sacrebleu = _require("sacrebleu")
 
     for name, xs in (("hypotheses", hypotheses), ("references", references)):
         if isinstance(xs, str) or not all(isinstance(x, str) for x in xs):

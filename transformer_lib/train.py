@@ -16,12 +16,17 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 from torch import nn
-from tqdm import tqdm
+
+try:
+    from tqdm import tqdm
+except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
+    raise ModuleNotFoundError(f'transformer_lib.train needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 from transformer_lib.engineering import (
     TrainingClock,
     barrier,
     device_for,
+    device_name,
     dist_env,
     git_commit,
     init_distributed,
@@ -31,6 +36,7 @@ from transformer_lib.engineering import (
     write_json,
 )
 from transformer_lib.optimization import (
+    BudgetSchedule,
     CheckpointError,
     LabelSmoothingLoss,
     WarmupSchedule,
@@ -44,6 +50,7 @@ from transformer_lib.optimization import (
 )
 from transformer_lib.training import (
     BatchLoader,
+    amp_settings,
     autocast,
     autocast_dtype,
     evaluate_loss,
@@ -61,8 +68,8 @@ from .text import SubwordTokenizer, corpus_bleu, train_joint_tokenizer
 
 # %% auto #0
 __all__ = ['MAX_LEN', 'encode_pairs', 'check_token_ids', 'model_config', 'build_model', 'translate', 'validation_loss',
-           'timed_bleu', 'RunResult', 'RunState', 'run', 'check_resume', 'prepare', 'evaluate', 'save', 'after_step',
-           'fit', 'choose_weights', 'results_record', 'finalize', 'main']
+           'timed_bleu', 'RunResult', 'RunState', 'run', 'check_resume', 'budget_progress', 'make_schedule', 'prepare',
+           'evaluate', 'save', 'after_step', 'fit', 'choose_weights', 'results_record', 'finalize', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 def encode_pairs(tokenizer: SubwordTokenizer, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
@@ -86,7 +93,7 @@ MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence 
 
 def model_config(recipe: Recipe, vocab_size: int) -> TransformerConfig:
     """The `TransformerConfig` of a recipe: every recipe field that names a config field (d_model,
-    n_heads, ..., norm_first), and one joint vocabulary, so source embedding, target embedding and
+    n_heads, ..., norm_first, positional), and one joint vocabulary, so source embedding, target embedding and
     output projection share one matrix (section 3.4)."""
     sizes = {f.name: getattr(recipe, f.name) for f in fields(TransformerConfig) if hasattr(recipe, f.name)}
     return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, max_len=MAX_LEN, pad_id=0,
@@ -179,7 +186,7 @@ class RunState:
     trained: nn.Module | None = None             # the model, wrapped by DDP and/or torch.compile
     loss_fn: nn.Module | None = None
     optimizer: torch.optim.Optimizer | None = None
-    scheduler: WarmupSchedule | None = None
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     clock: TrainingClock | None = None
     step: int = 0
     history: list = dataclasses.field(default_factory=list)
@@ -267,6 +274,23 @@ def _prepare_data(s: RunState, text: dict, new_run: bool) -> list:
     return train_ids + val_ids
 
 
+def budget_progress(s: RunState, updates: int) -> float:
+    "The budget schedule's progress: the fraction of the time or of the update budget used, the larger."
+    r = s.recipe
+    used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
+    return max(used, updates / r.max_steps if r.max_steps else 0.0)
+
+
+def make_schedule(s: RunState) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    "The paper's Adam with the recipe's schedule: eq. (3) rescaled to peak_lr, or the budget schedule."
+    r = s.recipe
+    if r.schedule == "budget":
+        optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr)
+        return optimizer, BudgetSchedule(optimizer, r.warmup_steps, partial(budget_progress, s), r.decay_start)
+    optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr / warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps))
+    return optimizer, WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
+
+
 def _prepare_model(s: RunState, all_ids: list, ckpt: dict | None) -> None:
     "Model, loss, optimiser and schedule (identical initial weights on every process), restored when resuming."
     r, vocab = s.recipe, s.tokenizer.vocab_size
@@ -277,8 +301,7 @@ def _prepare_model(s: RunState, all_ids: list, ckpt: dict | None) -> None:
     # their per-call range checks (each a host-device sync that would stall the GPU's queue).
     check_token_ids(all_ids, vocab)
     s.model.check_inputs = s.loss_fn.check_inputs = False
-    s.optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr / warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps))
-    s.scheduler = WarmupSchedule(s.optimizer, r.d_model, r.warmup_steps)
+    s.optimizer, s.scheduler = make_schedule(s)
     if ckpt is not None:
         extra = load_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler)["extra"]
         s.step, s.history, s.evals = ckpt["step"], list(extra["history"]), list(extra["evals"])
@@ -290,7 +313,10 @@ def _prepare_model(s: RunState, all_ids: list, ckpt: dict | None) -> None:
     if s.world_size > 1:
         s.trained = nn.parallel.DistributedDataParallel(
             s.model, device_ids=[s.device.index] if s.device.type == "cuda" else None)
-    if r.compile:
+    if r.compile and not amp_settings(s.device)[2]:    # e.g. a T4: Triton cannot compile there
+        if s.is_main:
+            print(f"not compiling: torch.compile is not used on {device_name(s.device)} (compute capability < 8.0)")
+    elif r.compile:
         s.trained = torch.compile(s.trained, dynamic=False)
     s.clock = TrainingClock(s.device, start_s=s.train_seconds)    # training seconds; paused for evaluation
 
@@ -313,7 +339,7 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunState:
         raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of {world_size} processes")
     return s
 
-# %% ../notebooks/18_capstone.ipynb #ee0fed7d
+# %% ../notebooks/18_capstone.ipynb #8d2fa203
 def evaluate(s: RunState, epoch: int, beam: bool) -> dict:
     "Validation loss and BLEU (greedy, and beam when `beam`) of the model now."
     r = s.recipe
@@ -371,7 +397,7 @@ def fit(s: RunState) -> None:
           callback=partial(after_step, s, limit_steps), clock=s.clock, prefetch=prefetch, history=s.history)
     s.train_seconds = s.clock.stop()              # what follows (evaluation, saving) is not training
 
-# %% ../notebooks/18_capstone.ipynb #823188c2
+# %% ../notebooks/18_capstone.ipynb #84f16596
 def choose_weights(s: RunState) -> str:
     """Evaluate the last weights and, with two or more epoch snapshots, their average; keep the
     better on validation BLEU (never the test set). Returns which weights the model now holds."""

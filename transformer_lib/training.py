@@ -12,20 +12,24 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
+
+try:
+    from tqdm import tqdm
+except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
+    raise ModuleNotFoundError(f'transformer_lib.training needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 from .engineering import TrainingClock, sum_across_processes, to_device, world_size
 
 # %% auto #0
 __all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
-           'pick_device', 'autocast_dtype', 'autocast', 'evaluating', 'seq2seq_forward', 'train_step', 'evaluate_loss',
-           'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward', 'lm_cross_entropy']
+           'pick_device', 'amp_settings', 'autocast_dtype', 'autocast', 'evaluating', 'seq2seq_forward', 'train_step',
+           'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward', 'lm_cross_entropy']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Split `[bos, y_1, ..., y_n, eos, pad...]` (B, T+1) into decoder input (B, T) and labels (B, T).
 
-    Teacher forcing (eq. teacher-forcing-loss): the input at position t is y_t, the label is y_{t+1}.
+    Teacher forcing: the input at position t is y_t, the label is y_{t+1}.
     """
     if tgt.dim() != 2 or tgt.shape[1] < 2:
         raise ValueError(f"tgt must have shape (B, T+1) with T+1 >= 2 (bos ... eos), got {tuple(tgt.shape)}")
@@ -101,7 +105,7 @@ def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 
 # %% ../notebooks/13_training.ipynb #2ff4f527
 def token_batches(lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
                   epoch: int = 0, num_replicas: int = 1, rank: int = 0) -> list[list[int]]:
-    """Indices grouped into batches of similar length with n_b · max length ≤ max_tokens (eq. token-budget).
+    """Indices grouped into batches of similar length with n_b · max length ≤ max_tokens.
 
     Sentences are sorted by length (ties in random order), packed greedily, and the batch order is
     shuffled with a generator seeded by (seed, epoch), so every process computes the same batches.
@@ -222,10 +226,28 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return device
 
 
+def amp_settings(device: str | torch.device) -> tuple[torch.dtype | None, bool, bool]:
+    """Mixed precision for `device`: (autocast dtype, use a gradient scaler, torch.compile works there).
+
+    A GPU of compute capability 8.0 or more (A100, H100, RTX 30xx and later): bfloat16, no scaler,
+    compiled. Below 8.0, e.g. the T4 (7.5) of free Colab, bfloat16 is only emulated and Triton
+    (torch.compile's GPU compiler) cannot compile bfloat16 kernels: float16 with a
+    `torch.amp.GradScaler` (float16's narrow range underflows small gradients), and no compilation.
+    The CPU: float32 (None), no scaler; compilation works.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None, False, True
+    if torch.cuda.get_device_capability(device) >= (8, 0):
+        return torch.bfloat16, False, True
+    return torch.float16, True, False
+
+
 def autocast_dtype(device: torch.device, amp: str | torch.dtype | None = "auto") -> torch.dtype | None:
-    """dtype for torch.autocast: `"auto"` means bfloat16 on a CUDA device that supports it, else none (float32)."""
+    """dtype for torch.autocast: `"auto"` is `amp_settings`' choice (bfloat16 on a GPU of compute
+    capability 8.0+, float16 below, none (float32) on the CPU); a dtype or None is used as given."""
     if amp == "auto":
-        return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else None
+        return amp_settings(device)[0]
     if amp is None or isinstance(amp, torch.dtype):
         return amp
     raise ValueError(f"amp must be 'auto', None or a torch.dtype, got {amp!r}")
@@ -256,22 +278,31 @@ def seq2seq_forward(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch
 
 def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.optim.Optimizer,
                scheduler=None, *, clip_grad_norm: float | None = None, amp_dtype: torch.dtype | None = None,
+               scaler: torch.amp.GradScaler | None = None,
                forward: Callable = seq2seq_forward) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One update: logits, labels = forward(model, batch); loss_fn(logits, labels); backward; step.
 
-    `forward` defaults to teacher forcing for an encoder–decoder (`seq2seq_forward`). Returns the
-    loss (detached, on the device) and the gradient norm before clipping (or None).
+    `forward` defaults to teacher forcing for an encoder–decoder (`seq2seq_forward`). With float16
+    autocast pass a `scaler` (`torch.amp.GradScaler`, one for the whole run): the loss is scaled
+    before backward and the gradients unscaled before clipping and the step. Returns the loss
+    (detached, on the device) and the gradient norm before clipping (or None).
     """
     model.train()
     with autocast(batch.device, amp_dtype):
         logits, labels = forward(model, batch)              # (B, T, V), (B, T)
     loss = loss_fn(logits.float(), labels)                  # loss in float32, outside autocast
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    (loss if scaler is None else scaler.scale(loss)).backward()
+    if scaler is not None:
+        scaler.unscale_(optimizer)                          # true gradients for clipping and the norm
     grad_norm = None
     if clip_grad_norm is not None:
         grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-    optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)                              # skips the step if a gradient is inf/NaN
+        scaler.update()
     if scheduler is not None:
         scheduler.step()
     return loss.detach(), grad_norm
@@ -356,6 +387,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     device = pick_device(device)
     model.to(device)
     amp_dtype = autocast_dtype(device, amp)
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None   # float16: scale the loss
     steps_per_epoch = len(loader) if hasattr(loader, "__len__") else None
     if steps_per_epoch == 0:
         raise ValueError("loader has no batches (len(loader) == 0)")
@@ -373,7 +405,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
             epoch, batches = _epoch_batches(loader, step, steps_per_epoch)
             for batch in prefetch(batches, device):
                 lr = optimizer.param_groups[0]["lr"]            # the rate this update runs with
-                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler, forward=forward,
+                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler, forward=forward, scaler=scaler,
                                              clip_grad_norm=clip_grad_norm, amp_dtype=amp_dtype)
                 step += 1
                 window.add(loss, batch.n_tokens)
@@ -394,7 +426,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
         bar.close()
     return history
 
-# %% ../notebooks/13_training.ipynb #ff0072d0
+# %% ../notebooks/13_training.ipynb #c5cacfa4
 @dataclass
 class LMBatch:
     """A language-model batch: inputs x (B, T) and labels y (B, T), x shifted by one position."""

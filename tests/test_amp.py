@@ -1,0 +1,151 @@
+"""Mixed precision by GPU generation: bf16 from compute capability 8.0, float16 with a gradient scaler
+below it (Colab's T4 is 7.5), float32 on the CPU. The capability is mocked; the steps run on the CPU."""
+import pytest
+import torch
+
+from transformer_lib import training
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.optimization import LabelSmoothingLoss
+from transformer_lib.training import amp_settings, autocast_dtype, collate, train, train_step
+
+CUDA = torch.device("cuda")
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """A mocked CUDA device of the given compute capability (bf16 'supported', as PyTorch says on a T4)."""
+    def make(capability):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    return make
+
+
+@pytest.mark.parametrize("capability, expected", [
+    ((9, 0), (torch.bfloat16, False, True)),    # H100
+    ((8, 0), (torch.bfloat16, False, True)),    # A100
+    ((8, 6), (torch.bfloat16, False, True)),    # RTX 30xx
+    ((7, 5), (torch.float16, True, False)),     # T4 (free Colab): bf16 only emulated, Triton cannot compile bf16
+    ((7, 0), (torch.float16, True, False)),     # V100
+    ((6, 0), (torch.float16, True, False)),     # P100, the paper's GPU
+])
+def test_amp_settings_by_compute_capability(gpu, capability, expected):
+    gpu(capability)
+    assert amp_settings(CUDA) == expected
+    assert amp_settings("cuda:0") == expected
+    assert autocast_dtype(CUDA, "auto") is expected[0]
+
+
+def test_amp_settings_on_the_cpu():
+    assert amp_settings(torch.device("cpu")) == (None, False, True)
+    assert autocast_dtype(torch.device("cpu"), "auto") is None
+
+
+def _tiny():
+    torch.manual_seed(0)
+    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32,
+                            dropout=0.0)
+    model = Transformer(cfg)
+    batch = collate([([5, 6, 7], [1, 8, 9, 2]), ([5, 9], [1, 10, 2])], pad_id=0)
+    return model, batch, LabelSmoothingLoss(20, 0.1, pad_id=0)
+
+
+class SpyScaler:
+    """Records what train_step asks of a GradScaler; scales by 1, so the step is the plain one."""
+
+    def __init__(self):
+        self.calls = []
+
+    def scale(self, loss):
+        self.calls.append("scale")
+        return loss
+
+    def unscale_(self, optimizer):
+        self.calls.append("unscale_")
+
+    def step(self, optimizer):
+        self.calls.append("step")
+        optimizer.step()
+
+    def update(self):
+        self.calls.append("update")
+
+
+def test_train_step_uses_the_scaler_in_order():
+    model, batch, loss_fn = _tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = SpyScaler()
+    train_step(model, batch, loss_fn, opt, clip_grad_norm=1.0, scaler=scaler)
+    assert scaler.calls == ["scale", "unscale_", "step", "update"]
+
+
+def test_train_step_with_a_real_scaler_matches_the_unscaled_step():
+    # scaling by a power of two and unscaling is exact: the same gradients, norm and update
+    results = []
+    for scaler in (None, torch.amp.GradScaler("cpu", init_scale=2.0**10)):
+        model, batch, loss_fn = _tiny()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss, norm = train_step(model, batch, loss_fn, opt, clip_grad_norm=0.5, scaler=scaler)
+        results.append((loss, norm, [p.detach().clone() for p in model.parameters()]))
+    (l0, n0, p0), (l1, n1, p1) = results
+    assert torch.equal(l0, l1) and torch.allclose(n0, n1, rtol=1e-6)
+    assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-8) for a, b in zip(p0, p1, strict=True))
+
+
+@pytest.mark.parametrize("amp, wants_scaler", [(torch.float16, True), (torch.bfloat16, False), (None, False)])
+def test_train_makes_a_scaler_for_float16(monkeypatch, amp, wants_scaler):
+    seen = []
+
+    def spy_step(model, batch, loss_fn, optimizer, scheduler=None, **kwargs):
+        seen.append(kwargs)
+        return torch.tensor(1.0), None
+
+    monkeypatch.setattr(training, "train_step", spy_step)
+    model, batch, loss_fn = _tiny()
+    train(model, [batch, batch], loss_fn, torch.optim.SGD(model.parameters(), lr=0.1), max_steps=2,
+          device="cpu", amp=amp, progress=False)
+    assert len(seen) == 2 and all(k["amp_dtype"] is amp for k in seen)
+    scalers = {id(k["scaler"]) for k in seen}
+    assert len(scalers) == 1, "one scaler for the whole run"
+    assert isinstance(seen[0]["scaler"], torch.amp.GradScaler) if wants_scaler else seen[0]["scaler"] is None
+
+
+def test_capstone_on_a_t4_trains_in_float16_with_a_scaler_and_eagerly(gpu, monkeypatch):
+    """The capstone's run() takes `autocast_dtype(device, "auto")` and skips torch.compile where
+    `amp_settings` says so; on a mocked T4 that is float16, which `train` pairs with a scaler."""
+    import importlib
+    import inspect
+
+    capstone = importlib.import_module("transformer_lib.train")
+
+    gpu((7, 5))
+    source = inspect.getsource(capstone.prepare) + inspect.getsource(capstone._prepare_model)   # run's first stage
+    assert 'autocast_dtype(device, "auto")' in source and "amp_settings(s.device)[2]" in source
+    assert capstone.autocast_dtype(CUDA, "auto") is torch.float16 and capstone.amp_settings(CUDA)[2] is False
+
+
+def test_exercise_3_char_model_scales_float16(monkeypatch):
+    """train_char_model (exercise 3) makes a GradScaler exactly when it trains in float16, and uses it."""
+    from transformer_lib import char_model
+
+    made = []
+
+    class RecordingScaler(torch.amp.GradScaler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.steps = 0
+            made.append(self)
+
+        def step(self, optimizer, *args, **kwargs):
+            self.steps += 1
+            return super().step(optimizer, *args, **kwargs)
+
+    monkeypatch.setattr(torch.amp, "GradScaler", RecordingScaler)
+    ids = torch.randint(0, 10, (400,))
+    for amp in (None, torch.bfloat16, torch.float16):
+        torch.manual_seed(0)
+        model = char_model.CharModel(vocab_size=10, block_size=8, d_model=16, n_heads=2, n_layers=1, dropout=0.0)
+        char_model.train_char_model(model, ids, ids, batch_size=4, max_steps=2, eval_batches=1, amp_dtype=amp,
+                                    log=None)
+        assert len(made) == (amp is torch.float16)
+    assert made[0].steps == 2
