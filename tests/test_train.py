@@ -293,3 +293,33 @@ def test_build_model_takes_the_recipes_positions():
     assert learned.config.positional == "learned"
     assert build_model(recipe_from_dict({"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 1}),
                        vocab_size=50).config.positional == "sinusoidal"
+
+
+@pytest.mark.parametrize("first", [
+    "from transformer_lib import train",
+    "import transformer_lib.train",
+    "import transformer_lib; transformer_lib.train",
+    "from transformer_lib.training import train",
+    "import transformer_lib.training",
+])
+def test_transformer_lib_train_is_the_module_whatever_was_imported_first(first):
+    """`transformer_lib.train` means the capstone's module in a fresh interpreter, in every import order."""
+    code = (f"{first}\nimport types\nimport transformer_lib\nfrom transformer_lib import train as a\n"
+            "import transformer_lib.train as b\nfrom transformer_lib.training import train as loop\n"
+            "assert isinstance(a, types.ModuleType) and a is b is transformer_lib.train, (a, b)\n"
+            "assert callable(a.run) and callable(a.main) and loop is transformer_lib.training.train\n"
+            "assert transformer_lib.train is b\nprint('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_help_lists_every_flag_with_its_comment_and_default():
+    r = subprocess.run([sys.executable, "-m", "transformer_lib.train", "--help"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())                  # argparse wraps lines
+    assert "--d-model INT width of every sub-layer (default: 512)" in text
+    assert "--amp, --no-amp" in text and "(default: True)" in text
+    for f in dataclasses.fields(Recipe):
+        assert "--" + f.name.replace("_", "-") in text and f"(default: {getattr(Recipe(), f.name)!r})" in text

@@ -7,6 +7,10 @@ a mask broadcasts to (B, h, L_q, L_k).
 The model modules import only torch. Plotting (matplotlib), data, tokenizers, BLEU and the trainer
 live in their own modules; the names re-exported here from those modules are loaded on first use,
 so ``import transformer_lib`` never imports matplotlib.
+
+``transformer_lib.train`` is always the capstone's module (chapter 18; ``python -m
+transformer_lib.train`` is its command line), whatever was imported first; the training loop of
+chapter 13 is ``transformer_lib.training.train``.
 """
 
 __version__ = "0.1.0"
@@ -51,7 +55,6 @@ _LAZY = {
     "plot_architecture": "plotting",
     "plot_attention_diagram": "plotting",
     # Part III (chapters 13, 16)
-    "train": "training",
     "train_step": "training",
     "token_batches": "training",
     "TokenBatchSampler": "training",
@@ -74,7 +77,15 @@ _LAZY = {
 _NEEDS = {"plotting": ("matplotlib", "plot"), "training": ("tqdm", "nlp"), "train": ("tqdm", "nlp")}
 
 
+# Submodules loaded on first use under their own name: `transformer_lib.train` is the module.
+_SUBMODULES = {"train"}
+
+
 def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     if name in _LAZY:
         import importlib
 
@@ -85,7 +96,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
 
 
 def _installed(module: str) -> bool:
@@ -96,4 +107,5 @@ def _installed(module: str) -> bool:
 
 # `from transformer_lib import *` leaves out the names whose extra is not installed, so a core install
 # (torch only) can star-import.
-__all__ = [n for n in dir() if not n.startswith("_")] + [n for n, m in _LAZY.items() if _installed(m)]
+__all__ = [n for n in dir() if not n.startswith("_")] + [n for n, m in _LAZY.items() if _installed(m)] + \
+    [n for n in sorted(_SUBMODULES) if _installed(n)]
