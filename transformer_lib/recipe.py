@@ -84,7 +84,8 @@ PRESETS: dict[str, dict] = {
                      epochs=20, average_last=1, checkpoint_every=500, eval_every=0, eval_sentences=100,
                      test_sentences=100, log_every=5, device="cpu", out_dir="runs/cpu-tiny"),
     "cpu-30min": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1, attn_dropout=0.1, ffn_dropout=0.1,
-                      batch_tokens=4096, peak_lr=2e-3, warmup_steps=200, fixed_shapes=True, time_budget_s=1800.0,
+                      norm_first=True, batch_tokens=1024, bucket=1, peak_lr=2e-3, warmup_steps=100,
+                      schedule="budget", decay_start=0.5, average_last=1, time_budget_s=1797.0,
                       eval_every=0, device="cpu", amp=False, out_dir="runs/cpu-30min"),
 }
 
