@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import inspect
 import json
+import math
 import os
 import platform
 import queue
@@ -24,8 +25,9 @@ import torch.distributed as dist
 
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'TrainingClock', 'to_device', 'background', 'prefetch', 'world_size', 'sum_across_processes',
-           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'device_name', 'git_commit',
-           'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
+           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'LogWindow', 'device_name',
+           'git_commit', 'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags',
+           'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 class TrainingClock:
@@ -168,6 +170,37 @@ def max_weight_diff(model: torch.nn.Module, world_size: int) -> float:
     gathered = [torch.empty_like(flat) for _ in range(world_size)]
     dist.all_gather(gathered, flat)
     return max(float((g - flat).abs().max()) for g in gathered)
+
+# %% ../notebooks/A4_engineering.ipynb #c42fbdce
+class LogWindow:
+    """Loss and target tokens since `train`'s last log record; `record` turns them into one record,
+    summed over all processes under DDP (so all processes log the same loss and stop together)."""
+
+    def __init__(self, clock: TrainingClock, device: torch.device, budget: float):
+        self.clock, self.device, self.budget = clock, device, budget
+        self.reset(clock())
+
+    def reset(self, now: float) -> None:
+        self.loss, self.n, self.tokens, self.start = torch.zeros((), device=self.device), 0, 0, now
+
+    def add(self, loss: torch.Tensor, n_tokens: int) -> None:
+        self.loss += loss
+        self.n += 1
+        self.tokens += n_tokens
+
+    def record(self, step: int, epoch: int, lr: float, grad_norm) -> tuple[dict, bool]:
+        """The record of this window and whether the time budget is used up (on any process)."""
+        now = self.clock()
+        loss_sum, n, n_tokens, out_of_time = sum_across_processes(
+            [self.loss.item(), self.n, self.tokens, float(now >= self.budget)], self.device)
+        record = {"step": step, "epoch": epoch, "loss": loss_sum / n, "lr": lr, "tokens": int(n_tokens),
+                  "tokens_per_s": n_tokens / max(now - self.start, 1e-9),
+                  "grad_norm": None if grad_norm is None else float(grad_norm), "elapsed_s": now}
+        if not math.isfinite(record["loss"]):
+            raise FloatingPointError(f"loss became {record['loss']} at step {step}; lower the learning "
+                                     "rate, lengthen the warm-up or enable clip_grad_norm")
+        self.reset(now)
+        return record, out_of_time > 0
 
 # %% ../notebooks/A4_engineering.ipynb #da5957d2
 def device_name(device: torch.device) -> str:
