@@ -505,16 +505,36 @@ def test_rope_accepts_solution(ex5):
 
 @pytest.mark.parametrize("wrong, words", [
     (lambda x, offset=0: ex._rope_reference(x, offset, layout="halves"), ["GPT-NeoX"]),
-    (lambda x, offset=0: ex._rope_reference(x, offset, sign=-1.0), ["other way"]),
+    (lambda x, offset=0: ex._rope_reference(x, 0, sign=-1.0), ["offset"]),
+    (lambda x, offset=0: ex._rope_reference(x, offset) if offset in (0, 5) else x, ["shift by the same amount"]),
     (lambda x, offset=0: ex._rope_reference(x, 0), ["offset"]),
     (lambda x, offset=0: ex._rope_reference(x, offset + 1), ["counted from 1"]),
     (lambda x, offset=0: ex._rope_reference(x, offset, step=1), ["10000^(-i/d)"]),
     (lambda x, offset=0: ex._rope_reference(x, offset, base=500.0), ["differs"]),
     (lambda x, offset=0: x, ["unchanged"]),
     (lambda x, offset=0: 1.5 * ex._rope_reference(x, offset), ["lengths change"]),
-], ids=["halves", "sign", "no-offset", "from-one", "frequencies", "wrong-base", "identity", "scaled"])
+], ids=["halves", "other-way-no-offset", "not-relative", "no-offset", "from-one", "frequencies", "wrong-base", "identity", "scaled"])
 def test_rope_rejects_wrong_answers(wrong, words):
     assert fails(ex.check_rope(wrong), *words)
+
+
+def test_rope_accepts_either_rotation_direction():
+    """R_m = [[cos, −sin], [sin, cos]] (exercise 5) and chapter 6's R(θ) = [[cos, sin], [−sin, cos]] turn the
+    other way; with either, q_m·k_n depends only on n − m, so both are RoPE."""
+    result = ex.check_rope(lambda x, offset=0: ex._rope_reference(x, offset, sign=-1.0))
+    assert result.passed and "other way" in result.message and "n − m" in result.message
+
+
+def test_rotary_attention_accepts_either_rotation_direction(ex5):
+    from transformer_lib.multi_head_attention import MultiHeadAttention
+
+    class OtherWay(MultiHeadAttention):
+        def forward(self, query, key, value, mask=None, cache=None, static_kv=False, is_causal=False):
+            if is_causal:
+                mask = ex.make_causal_mask(query.shape[1])
+            return ex._rotary_reference(self, query, mask, sign=-1.0)
+
+    assert ex.check_rotary_attention(OtherWay).passed
 
 
 def test_relative_test_accepts_solution(ex5):

@@ -278,6 +278,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                           'transformer_lib/exercises.py'),
                                            'transformer_lib.exercises._rotary_reference': ( 'exercises/checkers.html#_rotary_reference',
                                                                                             'transformer_lib/exercises.py'),
+                                           'transformer_lib.exercises._scores_depend_on_distance_only': ( 'exercises/checkers.html#_scores_depend_on_distance_only',
+                                                                                                          'transformer_lib/exercises.py'),
                                            'transformer_lib.exercises._toy_logits': ( 'exercises/checkers.html#_toy_logits',
                                                                                       'transformer_lib/exercises.py'),
                                            'transformer_lib.exercises._toy_loss': ( 'exercises/checkers.html#_toy_loss',

@@ -683,7 +683,8 @@ def _rope_reference(x: torch.Tensor, offset: int = 0, base: float = 10000.0, lay
 
 @checker("Exercise 5 (RoPE)")
 def check_rope(rope: Callable) -> str:
-    """`rope(x (..., L, d), offset=0)` rotates pair (2i, 2i+1) at position m = offset + l by m·θ_i, θ_i = 10000^(-2i/d)."""
+    """`rope(x (..., L, d), offset=0)` rotates pair (2i, 2i+1) at position m = offset + l by m·θ_i, θ_i = 10000^(-2i/d)
+    (or by −m·θ_i: either direction keeps the score a function of n − m)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 7, 8, generator=g, dtype=torch.float64)
     got = rope(x)
@@ -691,16 +692,13 @@ def check_rope(rope: Callable) -> str:
         raise _Wrong("rope returned None", "return the rotated tensor, same shape as x.")
     if got.shape != x.shape:
         raise _Wrong(f"rope changed the shape {tuple(x.shape)} -> {tuple(got.shape)}", "rotate in place of each pair.")
-    want = _rope_reference(x)
-    if not torch.allclose(got, want, atol=1e-6):
+    sign = next((s for s in (1.0, -1.0) if torch.allclose(got, _rope_reference(x, sign=s), atol=1e-6)), None)
+    if sign is None:
         if torch.allclose(got, x):
             raise _Wrong("rope returned x unchanged", "rotate each pair (x_2i, x_2i+1) by the angle m·θ_i.")
         if torch.allclose(got, _rope_reference(x, layout="halves"), atol=1e-6):
             raise _Wrong("you pair coordinate i with i + d/2 (the GPT-NeoX layout)",
                          "that is also RoPE, but this exercise follows the paper: pairs (x_2i, x_2i+1).")
-        if torch.allclose(got, _rope_reference(x, sign=-1.0), atol=1e-6):
-            raise _Wrong("the rotation goes the other way (angle -m·θ_i)",
-                         "(x1, x2) -> (x1 cos − x2 sin, x1 sin + x2 cos).")
         if torch.allclose(got, _rope_reference(x, offset=1), atol=1e-6):
             raise _Wrong("the first row is rotated as position 1: positions are counted from 1",
                          "row l of x is at position m = offset + l, so with offset=0 the first row is not rotated.")
@@ -712,10 +710,28 @@ def check_rope(rope: Callable) -> str:
         if not torch.allclose(got.norm(dim=-1), x.norm(dim=-1), atol=1e-6):
             raise _Wrong("the vectors' lengths change: that is not a rotation", "use cos and sin of the same angle per pair.")
         raise _Wrong("the rotation differs from the reference", "θ_i = 10000^(-2i/d) for i = 0 .. d/2-1; angle m·θ_i.")
-    if not torch.allclose(rope(x, offset=5), _rope_reference(x, offset=5), atol=1e-6):
+    if not torch.allclose(rope(x, offset=5), _rope_reference(x, offset=5, sign=sign), atol=1e-6):
         raise _Wrong("rope(x, offset=5) is wrong: the offset is ignored or misapplied",
                      "position of row l is offset + l (needed when a cache holds earlier positions).")
+    if not _scores_depend_on_distance_only(rope):
+        raise _Wrong("the score (R_m q)·(R_n k) changes when both positions shift by the same amount",
+                     "rotate query and key by the angle of their own position, m·θ_i and n·θ_i.")
+    if sign < 0:
+        return ("rope matches the reference rotation turning the other way, by −m·θ_i (the R(θ) of chapter 6 "
+                "applied to (x_2i, x_2i+1)): either direction works, since (R_m q)·(R_n k) still depends only on "
+                "n − m; the offset is right too.")
     return "rope matches the reference rotation, including the offset."
+
+
+def _scores_depend_on_distance_only(rope: Callable) -> bool:
+    """The relative-position property of RoPE: (R_m q)·(R_n k) is the same for (m, n) and (m + s, n + s)."""
+    g = torch.Generator().manual_seed(3)
+    q, k = torch.randn(2, 1, 8, generator=g, dtype=torch.float64)
+
+    def score(m: int, n: int) -> torch.Tensor:
+        return (rope(q, offset=m) * rope(k, offset=n)).sum()
+
+    return all(torch.allclose(score(m, n), score(m + s, n + s), atol=1e-9) for m, n, s in ((0, 3, 5), (4, 1, 7)))
 
 
 def _absolute_impostor(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -772,19 +788,19 @@ def _check_rotary_is_causal(theirs: nn.Module, x: torch.Tensor, want: torch.Tens
 
 
 def _rotary_reference(mha: MultiHeadAttention, x: torch.Tensor, mask=None, *, rotate_k=True, rotate_v=False,
-                      per_head=True, scale: str = "d_k") -> torch.Tensor:
+                      per_head=True, scale: str = "d_k", sign: float = 1.0) -> torch.Tensor:
     """RoPE self-attention, or a typical mistake: keys unrotated, values rotated, rotation over d_model,
     scores scaled by 1/√d_model (scale='d_model') or not at all (scale='none')."""
     from transformer_lib.attention import scaled_dot_product_attention
     B, L, d = x.shape
     q, k, v = mha.in_proj(x).chunk(3, dim=-1)                                    # (B, L, d)
     if not per_head:
-        q, k = _rope_reference(q), _rope_reference(k) if rotate_k else k
+        q, k = _rope_reference(q, sign=sign), _rope_reference(k, sign=sign) if rotate_k else k
     q, k, v = (t.view(B, L, mha.n_heads, mha.d_k).transpose(1, 2) for t in (q, k, v))   # (B, h, L, d_k)
     if per_head:
-        q = _rope_reference(q)
-        k = _rope_reference(k) if rotate_k else k
-        v = _rope_reference(v) if rotate_v else v
+        q = _rope_reference(q, sign=sign)
+        k = _rope_reference(k, sign=sign) if rotate_k else k
+        v = _rope_reference(v, sign=sign) if rotate_v else v
     q = q * {"d_k": 1.0, "d_model": math.sqrt(mha.d_k / d), "none": math.sqrt(mha.d_k)}[scale]   # undoes 1/√d_k
     out, _ = scaled_dot_product_attention(q, k, v, mask)
     return mha.out_proj(out.transpose(1, 2).reshape(B, L, d))
@@ -807,7 +823,8 @@ def check_rotary_attention(RotaryMultiHeadAttention) -> str:
     mask = make_causal_mask(6)
     with torch.no_grad():
         got = theirs(x, x, x, mask)
-        want = _rotary_reference(ref, x, mask)
+        sign = -1.0 if torch.allclose(got, _rotary_reference(ref, x, mask, sign=-1.0), atol=1e-6) else 1.0
+        want = _rotary_reference(ref, x, mask, sign=sign)        # either rotation direction is RoPE
         if torch.allclose(got, want, atol=1e-6):
             _check_rotary_is_causal(theirs, x, want)
             return ("matches RoPE attention on the same weights (queries and keys rotated per head, values not), "
