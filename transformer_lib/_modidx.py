@@ -216,8 +216,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                       'transformer_lib/engineering.py'),
                                              'transformer_lib.engineering.device_for': ( 'a4_engineering.html#device_for',
                                                                                          'transformer_lib/engineering.py'),
-                                             'transformer_lib.engineering.device_name': ( 'a4_engineering.html#device_name',
-                                                                                          'transformer_lib/engineering.py'),
                                              'transformer_lib.engineering.dist_env': ( 'a4_engineering.html#dist_env',
                                                                                        'transformer_lib/engineering.py'),
                                              'transformer_lib.engineering.field_comments': ( 'a4_engineering.html#field_comments',

@@ -11,7 +11,6 @@ import inspect
 import json
 import math
 import os
-import platform
 import queue
 import re
 import subprocess
@@ -23,11 +22,12 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from .benchmarking import device_name, synchronize
+
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'TrainingClock', 'to_device', 'background', 'prefetch', 'world_size', 'sum_across_processes',
-           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'LogWindow', 'device_name',
-           'git_commit', 'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags',
-           'read_config_file']
+           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'LogWindow', 'git_commit',
+           'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 class TrainingClock:
@@ -47,8 +47,7 @@ class TrainingClock:
     def __call__(self) -> float:
         if self._frozen is not None:
             return self._frozen
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)                            # GPU work is queued: wait for it
         self.last = self.start_s + self.timer() - self._t0
         return self.last
 
@@ -203,13 +202,6 @@ class LogWindow:
         return record, out_of_time > 0
 
 # %% ../notebooks/A4_engineering.ipynb #da5957d2
-def device_name(device: torch.device) -> str:
-    "A human-readable name of the device, for the results record."
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
 def git_commit() -> str | None:
     "The commit of the repository the package is run from (with '-dirty' if it has changes), or None."
     root = Path(__file__).resolve().parents[1]

@@ -26,7 +26,6 @@ from transformer_lib.engineering import (
     TrainingClock,
     barrier,
     device_for,
-    device_name,
     dist_env,
     git_commit,
     init_distributed,
@@ -59,6 +58,7 @@ from transformer_lib.training import (
     train,
 )
 
+from .benchmarking import device_name, synchronize
 from .data import DataError, load_multi30k
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
@@ -142,13 +142,11 @@ def validation_loss(model: nn.Module, loader: BatchLoader, device: torch.device,
 
 def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) -> dict:
     "BLEU (sacreBLEU, detokenized) of translating the German side of `pairs`, and sentences per second."
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     t0 = time.perf_counter()
     hyps = translate(model, tokenizer, [de for de, _ in pairs], beam_size=beam_size, alpha=alpha,
                      device=device, amp_dtype=amp_dtype)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     seconds = time.perf_counter() - t0
     score, signature = corpus_bleu(hyps, [en for _, en in pairs])
     return {"bleu": score, "signature": signature, "sentences": len(pairs), "seconds": seconds,
