@@ -193,7 +193,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
     p.add_argument("--config", help="JSON or TOML file of recipe keys")
     p.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its checkpoint")
     p.add_argument("--print-config", action="store_true", help="print the resulting recipe as JSON and exit")
-    add_dataclass_flags(p, Recipe)                      # --d-model, --no-amp, ... (appendix A3)
+    add_dataclass_flags(p, Recipe)                      # --d-model, --no-amp, ... (appendix A4)
     args = p.parse_args(argv)
     base = preset(args.preset) if args.preset else Recipe()
     if args.config:

@@ -347,7 +347,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     after moving the model to its device. `callback(step)` runs after every update. Every
     `log_every` steps a record {step, epoch, loss (mean since the last record), lr, tokens,
     tokens_per_s, grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list).
-    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A3.
+    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A4 (engineering).
     """
     if max_steps is None and time_budget_s is None:
         raise ValueError("give max_steps or time_budget_s (or both): with neither, training would never stop")
