@@ -32,12 +32,11 @@ from transformer_lib.char_model import (  # noqa: E402
     CharModel,
     CharModelConfig,
     CharTokenizer,
-    get_batch,
     split_text,
     train_char_model,
 )
 from transformer_lib.data import load_tiny_shakespeare  # noqa: E402
-from transformer_lib.training import amp_settings  # noqa: E402
+from transformer_lib.training import amp_settings, get_batch  # noqa: E402
 
 
 def first_time_below(history: list[dict], threshold: float) -> float | None:

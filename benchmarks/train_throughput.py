@@ -2,7 +2,7 @@
 
 Both models have the same size (embeddings shared between source, target and output, sinusoidal
 positions, post-LN unless --norm-first) and train on the *same* list of Multi30k batches: joint
-BPE, token-count batches padded to bucketed shapes (`train.BucketedLoader` with fixed shapes), so
+BPE, token-count batches padded to bucketed shapes (`training.BatchLoader.by_tokens` with fixed shapes), so
 `torch.compile` sees a handful of shapes and compiles each once before timing starts. bf16
 autocast on CUDA. Prints target tokens/s for each model, the ratio, and model FLOPs utilisation
 (MFU) against the device's peak dense bf16 throughput.
@@ -36,8 +36,10 @@ from transformer_lib.data import load_multi30k
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss, paper_adam
 from transformer_lib.positional import PositionalEncoding
+from transformer_lib.recipe import Recipe
 from transformer_lib.text import train_joint_tokenizer
-from transformer_lib.train import BucketedLoader, Recipe, build_model, check_token_ids, encode_pairs
+from transformer_lib.train import build_model, check_token_ids, encode_pairs
+from transformer_lib.training import BatchLoader
 
 # Dense bf16 peak (no sparsity) by device name. Add a device with --peak-tflops.
 PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0), ("A100", 312.0)]
@@ -192,8 +194,8 @@ def main(argv=None):
     tok = train_joint_tokenizer(train, vocab_size=args.vocab_size)
     pairs = encode_pairs(tok, train)
     check_token_ids(pairs, tok.vocab_size)                  # once, so the per-step checks can be off
-    loader = BucketedLoader(pairs, args.batch_tokens, args.bucket, tok.pad_id, fixed_shapes=True,
-                            seed=0)
+    loader = BatchLoader.by_tokens(pairs, args.batch_tokens, bucket=args.bucket, pad_id=tok.pad_id,
+                                   fixed_shapes=True, seed=0)
     batches = [b.to(device) for b in take_batches(loader, args.warmup + args.steps)]
     vocab = tok.vocab_size
     recipe = Recipe(d_model=args.d_model, n_heads=args.n_heads, n_layers=args.n_layers, d_ff=args.d_ff,

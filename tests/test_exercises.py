@@ -14,6 +14,8 @@ from torch import nn
 
 from transformer_lib import char_model as ex3
 from transformer_lib import exercises as ex
+from transformer_lib import reading_heads as ex4m
+from transformer_lib import rope as ex5m
 from transformer_lib.layer_norm import LayerNorm, ResidualConnection
 from transformer_lib.masking import make_causal_mask
 from transformer_lib.multi_head_attention import MultiHeadAttention
@@ -274,17 +276,17 @@ def test_extrapolation_set_rejects_wrong_answers(pairs, words):
 def test_split_accepts_solution_and_rejects_wrong_splits():
     from transformer_lib.data import load_tiny_shakespeare
     text = load_tiny_shakespeare()
-    assert len(text) == ex.TINY_SHAKESPEARE_CHARS
-    assert ex.check_split(*ex3.split_text(text)).passed
+    assert len(text) == ex3.TINY_SHAKESPEARE_CHARS
+    assert ex3.check_split(*ex3.split_text(text)).passed
     n = int(0.9 * len(text))
-    assert fails(ex.check_split(*ex3.split_text(text, 0.8)), "not 90%")
-    assert fails(ex.check_split(text[:n + 1], text[n:]), "must not overlap")
-    assert fails(ex.check_split("".join(sorted(text[:n])), text[n:]), "without shuffling")
-    assert fails(ex.check_split(None, None), "strings")
+    assert fails(ex3.check_split(*ex3.split_text(text, 0.8)), "not 90%")
+    assert fails(ex3.check_split(text[:n + 1], text[n:]), "must not overlap")
+    assert fails(ex3.check_split("".join(sorted(text[:n])), text[n:]), "without shuffling")
+    assert fails(ex3.check_split(None, None), "strings")
 
 
 def test_char_model_accepts_solution():
-    assert ex.check_char_model(ex3.CharModel).passed
+    assert ex3.check_char_model(ex3.CharModel).passed
 
 
 def test_char_model_causal_by_name_equals_the_explicit_causal_mask():
@@ -301,7 +303,7 @@ def test_char_model_causal_by_name_equals_the_explicit_causal_mask():
 
 def test_char_model_check_leaves_the_fast_attention_path_on():
     model = ex3.CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2)
-    ex._check_attends_to_itself(model, torch.zeros(1, 16, dtype=torch.long))
+    ex3._check_attends_to_itself(model, torch.zeros(1, 16, dtype=torch.long))
     assert not any(m.need_weights for m in model.modules() if isinstance(m, MultiHeadAttention))
 
 
@@ -377,11 +379,11 @@ class _Mlp(nn.Module):                  # no transformer_lib attention at all
 ], ids=["no-causal-mask", "one-future-token", "diagonal-masked", "bigram", "untied", "no-block-size",
         "no-attention", "none"])
 def test_char_model_rejects_wrong_answers(wrong, words):
-    assert fails(ex.check_char_model(wrong), *words)
+    assert fails(ex3.check_char_model(wrong), *words)
 
 
 def test_sampling_accepts_solution():
-    assert ex.check_sampling(ex3.generate).passed
+    assert ex3.check_sampling(ex3.generate).passed
 
 
 def _sampler(logits_fn, crop=True, position=-1):
@@ -404,7 +406,7 @@ def _sampler(logits_fn, crop=True, position=-1):
     (lambda model, idx, n, temperature=1.0: idx, ["expected (2, 15)"]),
 ], ids=["multiplied", "no-temperature", "greedy", "no-crop", "first-position", "stub"])
 def test_sampling_rejects_wrong_answers(wrong, words):
-    assert fails(ex.check_sampling(wrong), *words)
+    assert fails(ex3.check_sampling(wrong), *words)
 
 
 @needs_data
@@ -415,11 +417,11 @@ def test_char_model_trained_accepts_a_trained_model_and_rejects_an_untrained_one
     train_ids, val_ids = (tok.encode(part) for part in ex3.split_text(text))
     torch.manual_seed(0)
     model = ex3.CharModel.from_config(ex3.CharModelConfig.cpu(tok.vocab_size))
-    assert fails(ex.check_char_model_trained(model, val_ids, 64), "not below the bigram entropy")
+    assert fails(ex3.check_char_model_trained(model, val_ids, 64), "not below the bigram entropy")
     with ex.single_thread():
         ex3.train_char_model(model, train_ids, val_ids, batch_size=32, lr=3e-3, min_lr=3e-4, warmup_steps=20,
                              max_steps=300, eval_batches=2, log=None)
-    assert ex.check_char_model_trained(model, val_ids, 64).passed
+    assert ex3.check_char_model_trained(model, val_ids, 64).passed
 
 
 def test_char_model_time_budget_schedule_and_batches():
@@ -440,7 +442,7 @@ def test_char_model_time_budget_schedule_and_batches():
 # --- exercise 4: reading heads --------------------------------------------------------------------
 
 def test_cross_attention_weights_accepts_solution(ex4):
-    assert ex.check_cross_attention_weights(ex4["cross_attention_weights"]).passed
+    assert ex4m.check_cross_attention_weights(ex4["cross_attention_weights"]).passed
 
 
 def _weights_of(attr, set_eval=True):
@@ -470,17 +472,17 @@ def _forgot_need_weights(model, src, tgt_in):
     (lambda model, src, tgt_in: None, ["need_weights"]),
 ], ids=["self-attention", "train-mode", "no-need-weights", "none"])
 def test_cross_attention_weights_rejects_wrong_answers(wrong, words):
-    assert fails(ex.check_cross_attention_weights(wrong), *words)
+    assert fails(ex4m.check_cross_attention_weights(wrong), *words)
 
 
 def test_reversal_score_accepts_solution(ex4):
-    assert ex.check_reversal_score(ex4["reversal_score"]).passed
+    assert ex4m.check_reversal_score(ex4["reversal_score"]).passed
 
 
 def test_reversal_score_rejects_wrong_answers(ex4):
     score = ex4["reversal_score"]
     padded = lambda w, n: score(w, torch.full_like(n, w.shape[2]))                 # noqa: E731
-    assert fails(ex.check_reversal_score(padded), "padded length")
+    assert fails(ex4m.check_reversal_score(padded), "padded length")
 
     def off_by_one(w, n):
         total, count = torch.zeros(w.shape[1]), 0
@@ -489,36 +491,56 @@ def test_reversal_score_rejects_wrong_answers(ex4):
                 total += w[b, :, t, nb - t]
                 count += 1
         return total / count
-    assert fails(ex.check_reversal_score(off_by_one), "reads source position n-t", "off-by-one")
+    assert fails(ex4m.check_reversal_score(off_by_one), "reads source position n-t", "off-by-one")
 
     def mean_of_means(w, n):
         return torch.stack([score(w[b:b + 1], n[b:b + 1]) for b in range(len(n))]).mean(0)
-    assert fails(ex.check_reversal_score(mean_of_means), "per-sequence means")
-    assert fails(ex.check_reversal_score(lambda w, n: None), "None")
+    assert fails(ex4m.check_reversal_score(mean_of_means), "per-sequence means")
+    assert fails(ex4m.check_reversal_score(lambda w, n: None), "None")
 
 
 # --- exercise 5: RoPE -----------------------------------------------------------------------------
 
 def test_rope_accepts_solution(ex5):
-    assert ex.check_rope(ex5["rope"]).passed
+    assert ex5m.check_rope(ex5["rope"]).passed
 
 
 @pytest.mark.parametrize("wrong, words", [
-    (lambda x, offset=0: ex._rope_reference(x, offset, layout="halves"), ["GPT-NeoX"]),
-    (lambda x, offset=0: ex._rope_reference(x, offset, sign=-1.0), ["other way"]),
-    (lambda x, offset=0: ex._rope_reference(x, 0), ["offset"]),
-    (lambda x, offset=0: ex._rope_reference(x, offset + 1), ["counted from 1"]),
-    (lambda x, offset=0: ex._rope_reference(x, offset, step=1), ["10000^(-i/d)"]),
-    (lambda x, offset=0: ex._rope_reference(x, offset, base=500.0), ["differs"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, offset, layout="halves"), ["GPT-NeoX"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, 0, sign=-1.0), ["offset"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, offset) if offset in (0, 5) else x, ["shift by the same amount"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, 0), ["offset"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, offset + 1), ["counted from 1"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, offset, step=1), ["10000^(-i/d)"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, offset, base=500.0), ["differs"]),
     (lambda x, offset=0: x, ["unchanged"]),
-    (lambda x, offset=0: 1.5 * ex._rope_reference(x, offset), ["lengths change"]),
-], ids=["halves", "sign", "no-offset", "from-one", "frequencies", "wrong-base", "identity", "scaled"])
+    (lambda x, offset=0: 1.5 * ex5m._rope_reference(x, offset), ["lengths change"]),
+], ids=["halves", "other-way-no-offset", "not-relative", "no-offset", "from-one", "frequencies", "wrong-base", "identity", "scaled"])
 def test_rope_rejects_wrong_answers(wrong, words):
-    assert fails(ex.check_rope(wrong), *words)
+    assert fails(ex5m.check_rope(wrong), *words)
+
+
+def test_rope_accepts_either_rotation_direction():
+    """R_m = [[cos, −sin], [sin, cos]] (exercise 5) and chapter 6's R(θ) = [[cos, sin], [−sin, cos]] turn the
+    other way; with either, q_m·k_n depends only on n − m, so both are RoPE."""
+    result = ex5m.check_rope(lambda x, offset=0: ex5m._rope_reference(x, offset, sign=-1.0))
+    assert result.passed and "other way" in result.message and "n − m" in result.message
+
+
+def test_rotary_attention_accepts_either_rotation_direction(ex5):
+    from transformer_lib.multi_head_attention import MultiHeadAttention
+
+    class OtherWay(MultiHeadAttention):
+        def forward(self, query, key, value, mask=None, cache=None, static_kv=False, is_causal=False):
+            if is_causal:
+                mask = ex5m.make_causal_mask(query.shape[1])
+            return ex5m._rotary_reference(self, query, mask, sign=-1.0)
+
+    assert ex5m.check_rotary_attention(OtherWay).passed
 
 
 def test_relative_test_accepts_solution(ex5):
-    assert ex.check_relative_test(ex5["relative_property_holds"]).passed
+    assert ex5m.check_relative_test(ex5["relative_property_holds"]).passed
 
 
 def _norm_only(rope_fn):
@@ -539,11 +561,11 @@ def _same_position_only(rope_fn):      # compares only m == n with the unrotated
     (lambda rope_fn: "yes", ["return True or False"]),
 ], ids=["norm-only", "same-position-only", "always-true", "always-false", "not-bool"])
 def test_relative_test_rejects_wrong_answers(wrong, words):
-    assert fails(ex.check_relative_test(wrong), *words)
+    assert fails(ex5m.check_relative_test(wrong), *words)
 
 
 def test_rotary_attention_accepts_solution(ex5):
-    assert ex.check_rotary_attention(ex5["RotaryMultiHeadAttention"]).passed
+    assert ex5m.check_rotary_attention(ex5["RotaryMultiHeadAttention"]).passed
 
 
 def _rotary(use_mask=True, **kwargs):
@@ -551,7 +573,7 @@ def _rotary(use_mask=True, **kwargs):
         def forward(self, query, key, value, mask=None, cache=None, static_kv=False, is_causal=False):
             if is_causal:
                 mask = make_causal_mask(query.shape[1])
-            return ex._rotary_reference(self, query, mask if use_mask else None, **kwargs)
+            return ex5m._rotary_reference(self, query, mask if use_mask else None, **kwargs)
     return Wrong
 
 
@@ -594,7 +616,7 @@ def test_rotary_attention_rejects_wrong_answers(ex5, wrong, words):
     built_from_solution = {"unscaled": _rotary_unscaled, "ignores_is_causal": _rotary_from_solution,
                            "no_is_causal": lambda ex5: _rotary_from_solution(ex5, signature_without_is_causal=True)}
     wrong = built_from_solution[wrong](ex5) if isinstance(wrong, str) else wrong
-    assert fails(ex.check_rotary_attention(wrong), *words)
+    assert fails(ex5m.check_rotary_attention(wrong), *words)
 
 
 def test_rotary_attention_scores_depend_only_on_offset(ex5):
@@ -629,20 +651,20 @@ def test_unsolved_exercise_stubs_fail_their_checks():
     assert not ex.check_accuracy_by_position(s2["accuracy_by_position"]).passed
     assert not ex.check_extrapolation_set(s2["test_pairs"], s2["TRAIN_MAX_LEN"]).passed
     s4 = _stub("ex4_reading_heads")
-    assert not ex.check_cross_attention_weights(s4["cross_attention_weights"]).passed
-    assert not ex.check_reversal_score(s4["reversal_score"]).passed
+    assert not ex4m.check_cross_attention_weights(s4["cross_attention_weights"]).passed
+    assert not ex4m.check_reversal_score(s4["reversal_score"]).passed
     s5 = _stub("ex5_rope")
-    assert not ex.check_rope(s5["rope"]).passed
-    assert not ex.check_relative_test(s5["relative_property_holds"]).passed
-    assert not ex.check_rotary_attention(s5["RotaryMultiHeadAttention"]).passed
+    assert not ex5m.check_rope(s5["rope"]).passed
+    assert not ex5m.check_relative_test(s5["relative_property_holds"]).passed
+    assert not ex5m.check_rotary_attention(s5["RotaryMultiHeadAttention"]).passed
 
 
 @needs_data
 def test_unsolved_char_model_stub_fails_its_checks():
     s3 = _stub("ex3_char_model")
-    assert not ex.check_split(s3["train_text"], s3["val_text"]).passed
-    assert not ex.check_char_model(s3["CharModel"]).passed
-    assert not ex.check_sampling(s3["generate"]).passed
+    assert not ex3.check_split(s3["train_text"], s3["val_text"]).passed
+    assert not ex3.check_char_model(s3["CharModel"]).passed
+    assert not ex3.check_sampling(s3["generate"]).passed
 
 
 def test_checkers_do_not_change_global_state(ex1):

@@ -361,3 +361,51 @@ def test_data_parallel_processes_log_one_loss_and_stop_together(tmp_path):
     assert [h["step"] for h in r0["hist"]] == [h["step"] for h in r1["hist"]] == [2]
     assert r0["hist"][0]["loss"] == r1["hist"][0]["loss"] and r0["hist"][0]["tokens"] == r1["hist"][0]["tokens"]
     assert all(torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"]))
+
+
+class _PinnableBatch:
+    """Stands in for a Batch on a machine without CUDA: pin_memory and to() return the batch itself."""
+
+    def pin_memory(self):
+        return self
+
+    def to(self, device, non_blocking=False):
+        return self
+
+
+def _prefetch_threads():
+    import threading
+    return [t for t in threading.enumerate() if t.name == "transformer_lib-prefetch"]
+
+
+def test_prefetch_thread_stops_when_the_consumer_stops_after_the_producer_finished():
+    """The producer has put every batch (the queue is full) when the consumer stops early: the thread
+    must not wait forever to hand over its end marker."""
+    import time
+    import types
+    fake_cuda = types.SimpleNamespace(type="cuda")          # takes the background-thread path on any machine
+    batches = engineering.prefetch(iter([_PinnableBatch(), _PinnableBatch()]), fake_cuda, depth=1)
+    next(batches)
+    time.sleep(0.5)                 # room for the thread to queue the last batch and wait to add the end marker
+    threads = _prefetch_threads()
+    batches.close()                                         # the consumer stops early
+    for t in threads:
+        t.join(timeout=5.0)
+    assert threads and not [t for t in threads if t.is_alive()], "the prefetch thread is still blocked"
+
+
+def test_background_reraises_the_producers_error_and_stops_early():
+    def items():
+        yield 1
+        raise RuntimeError("bad batch")
+
+    got = engineering.background(items(), depth=1)
+    assert next(got) == 1
+    with pytest.raises(RuntimeError, match="bad batch"):
+        next(got)
+    squares = engineering.background(range(100), depth=2, prepare=lambda x: x * x)
+    assert [next(squares) for _ in range(3)] == [0, 1, 4]
+    squares.close()
+    for t in _prefetch_threads():
+        t.join(timeout=5.0)
+    assert not [t for t in _prefetch_threads() if t.is_alive()]

@@ -8,17 +8,22 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .encoder import EncoderLayer
 from .engineering import TrainingClock
+from .exercises import WrongAnswer, checker
 from .layer_norm import LayerNorm
+from .multi_head_attention import MultiHeadAttention
 from .optimization import CosineSchedule, adamw
 from .positional import PositionalEncoding
 from .training import RandomWindows, evaluate_loss, lm_cross_entropy, lm_forward, train
 
 # %% auto #0
-__all__ = ['split_text', 'CharTokenizer', 'CharModelConfig', 'CharModel', 'generate', 'estimate_loss', 'train_char_model']
+__all__ = ['TINY_SHAKESPEARE_CHARS', 'BIGRAM_ENTROPY_NATS', 'split_text', 'CharTokenizer', 'CharModelConfig', 'CharModel',
+           'generate', 'estimate_loss', 'train_char_model', 'check_split', 'check_char_model', 'check_sampling',
+           'check_char_model_trained']
 
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #d8d34910
 def split_text(text: str, train_fraction: float = 0.9) -> tuple[str, str]:
@@ -174,3 +179,211 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
     if not history or history[-1]["step"] != state["step"]:            # the end of a time budget
         evaluate()
     return history
+
+# %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #04daff79
+TINY_SHAKESPEARE_CHARS = 1_115_394
+BIGRAM_ENTROPY_NATS = 2.45     # H(next char | previous char) on the training 90% (computed in the solution)
+
+
+@checker("Exercise 3 (train/validation split)")
+def check_split(train_text: str, val_text: str) -> str:
+    """The standard split: the first 90% of the characters for training, the last 10% for validation."""
+    from transformer_lib.data import load_tiny_shakespeare
+    text = load_tiny_shakespeare()
+    n = int(0.9 * len(text))
+    if not isinstance(train_text, str) or not isinstance(val_text, str):
+        raise WrongAnswer("train_text and val_text must be strings", "slice the text: text[:n] and text[n:].")
+    if len(train_text) + len(val_text) != len(text):
+        raise WrongAnswer(f"the two parts have {len(train_text):,} + {len(val_text):,} characters, not {len(text):,}",
+                     "the parts must not overlap and must cover the whole text.")
+    if len(train_text) != n:
+        raise WrongAnswer(f"the training part has {len(train_text):,} characters, not 90% = {n:,}",
+                     "n = int(0.9 * len(text)).")
+    if train_text != text[:n] or val_text != text[n:]:
+        raise WrongAnswer("the parts have the right sizes but not the right characters",
+                     "split without shuffling: consecutive text, training first (the validation part is "
+                     "the end of the play collection).")
+    return f"train {len(train_text):,} characters, validation {len(val_text):,} (the standard 90/10 split)."
+
+
+def _char_model_instance(CharModel, vocab_size=11, block_size=16):
+    return CharModel(vocab_size=vocab_size, block_size=block_size, d_model=32, n_heads=4, n_layers=2, dropout=0.0)
+
+
+@checker("Exercise 3 (decoder-only model)")
+def check_char_model(CharModel) -> str:
+    """CharModel(vocab_size, block_size, d_model, n_heads, n_layers, dropout): causal, uses context, logits (B, T, V)."""
+    if CharModel is None:
+        raise WrongAnswer("CharModel is None", "write the class.")
+    torch.manual_seed(0)
+    model = _char_model_instance(CharModel).eval()
+    if getattr(model, "block_size", None) != 16:
+        raise WrongAnswer("the model has no attribute block_size (or a wrong one)",
+                     "store self.block_size = block_size: the sampler needs it to crop the context.")
+    if not any(isinstance(m, MultiHeadAttention) for m in model.modules()):
+        raise WrongAnswer("the model contains no transformer_lib MultiHeadAttention",
+                     "build the blocks from transformer_lib (e.g. EncoderLayer with a causal mask).")
+    g = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, 11, (2, 16), generator=g)
+    with torch.no_grad():
+        logits = model(idx)
+        if isinstance(logits, tuple):
+            logits = logits[0]
+        if tuple(logits.shape) != (2, 16, 11):
+            raise WrongAnswer(f"logits have shape {tuple(logits.shape)} for idx of shape (2, 16) and 11 characters",
+                         "return logits of shape (B, T, vocab_size).")
+        short = model(idx[:, :5])
+        short = short[0] if isinstance(short, tuple) else short
+        if tuple(short.shape) != (2, 5, 11):
+            raise WrongAnswer("the model fails on a sequence shorter than block_size",
+                         "build the causal mask and the positions for the actual length T = idx.shape[1].")
+        future = idx.clone()
+        future[:, 8:] = (future[:, 8:] + 1) % 11
+        changed = model(future)
+        changed = changed[0] if isinstance(changed, tuple) else changed
+        if not torch.allclose(logits[:, :8], changed[:, :8], atol=1e-5):
+            raise WrongAnswer("the logits at position t change when a later token changes: the model sees the future",
+                         "pass make_causal_mask(T) (True = may attend) as the mask of every block.")
+        past = idx.clone()
+        past[:, 0] = (past[:, 0] + 1) % 11
+        changed = model(past)
+        changed = changed[0] if isinstance(changed, tuple) else changed
+        if torch.allclose(logits[:, 4:], changed[:, 4:], atol=1e-6):
+            raise WrongAnswer("the logits at t ≥ 4 do not depend on the token at position 0",
+                         "each position must attend to all earlier ones (lower-triangular mask, diagonal included).")
+        _check_attends_to_itself(model, idx)
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    heads = [m for m in model.modules() if isinstance(m, nn.Linear) and m.out_features == 11]
+    if heads and not any(id(m.weight) in embeddings for m in heads):
+        raise WrongAnswer("the output layer is not tied to the token embedding",
+                     "share one matrix between them (§3.4): after creating both, set "
+                     "self.head.weight = self.tok_embed.weight (head = nn.Linear(d_model, vocab_size, bias=False)).")
+    return ("logits (B, T, V); causal (the future does not leak); the past is used; every position attends to "
+            "itself and the positions before it; output layer tied to the embedding.")
+
+
+def _check_attends_to_itself(model: nn.Module, idx: torch.Tensor) -> None:
+    """Read the attention weights of every MultiHeadAttention: a mask without its diagonal (an off-by-one
+    in the causal mask) leaves the residual path to carry token t, so only the weights show it."""
+    attns = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    before = [m.need_weights for m in attns]
+    for m in attns:
+        m.need_weights = True
+    try:
+        model(idx)
+        weights = [getattr(m, "attn_weights", None) for m in attns]
+    finally:
+        for m, flag in zip(attns, before):
+            m.need_weights = flag
+    T = idx.shape[1]
+    for w in weights:
+        if w is None or tuple(w.shape[-2:]) != (T, T):
+            continue
+        if (w.diagonal(dim1=-2, dim2=-1) == 0).all():
+            raise WrongAnswer("no position attends to itself: the mask leaves out the diagonal (an off-by-one in the "
+                         "causal mask; position 0 then attends to nothing at all)",
+                         "position t may attend to positions 0..t, itself included: make_causal_mask(T), "
+                         "the lower triangle with its diagonal (True = may attend).")
+
+
+class _TooLong(ValueError):
+    pass
+
+
+class _FixedLogitsModel(nn.Module):
+    """Stand-in for a language model: logits depend only on the last position's index; inputs longer than block_size fail."""
+
+    def __init__(self, block_size: int = 8):
+        super().__init__()
+        self.block_size = block_size
+        self.base = torch.tensor([2.0, 1.0, 0.0, -1.0, -3.0])
+
+    def logits_at(self, t: int) -> torch.Tensor:
+        return self.base.roll(t)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        B, T = idx.shape
+        if T > self.block_size:
+            raise _TooLong(f"idx has {T} positions but block_size is {self.block_size}")
+        return torch.stack([self.logits_at(t) for t in range(T)]).expand(B, T, 5).clone()   # (B, T, 5)
+
+
+def _empirical(generate, model, prompt_len: int, temperature: float, n: int = 4000) -> torch.Tensor:
+    torch.manual_seed(0)
+    idx = torch.zeros(n, prompt_len, dtype=torch.long)
+    try:
+        out = generate(model, idx, 1, temperature=temperature)
+    except _TooLong:
+        raise WrongAnswer(f"the model was given all {prompt_len} tokens of the context, more than its block_size "
+                     f"({model.block_size})",
+                     "crop the context to the last model.block_size tokens before each forward pass: "
+                     "idx[:, -model.block_size:].") from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (n, prompt_len + 1):
+        raise WrongAnswer(f"generate(model, idx of shape ({n}, {prompt_len}), 1) returned "
+                     f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}",
+                     "return idx with the new tokens appended: shape (B, T + max_new_tokens).")
+    if not torch.equal(out[:, :prompt_len], idx):
+        raise WrongAnswer("the prompt is not kept at the start of the output", "append with torch.cat([idx, next], dim=1).")
+    return torch.bincount(out[:, -1], minlength=5).float() / n
+
+
+@checker("Exercise 3 (sampling with temperature)")
+def check_sampling(generate) -> str:
+    """`generate(model, idx, max_new_tokens, temperature=1.0)`: sample from softmax(logits[:, -1] / temperature)."""
+    model = _FixedLogitsModel(block_size=8)
+    try:
+        long_run = generate(model, torch.zeros(2, 3, dtype=torch.long), 12, temperature=1.0)
+    except _TooLong:
+        raise WrongAnswer("after a few new tokens the context grew longer than the model's block_size",
+                     "crop the context to the last model.block_size tokens before each forward pass: "
+                     "idx[:, -model.block_size:].") from None
+    if long_run is None or tuple(long_run.shape) != (2, 15):
+        raise WrongAnswer(f"generating 12 tokens after a prompt of 3 gave "
+                     f"{None if long_run is None else tuple(long_run.shape)}, expected (2, 15)",
+                     "loop max_new_tokens times, appending one token per step.")
+    for tau, prompt_len in ((1.0, 3), (0.5, 12), (2.0, 5)):
+        freq = _empirical(generate, model, prompt_len, tau)
+        t_last = min(prompt_len, model.block_size) - 1
+        z = model.logits_at(t_last)
+        want = torch.softmax(z / tau, -1)
+        if (freq - want).abs().sum() / 2 < 0.04:      # total variation distance; sampling noise ~0.01
+            continue
+        if (freq - torch.softmax(model.logits_at(0) / tau, -1)).abs().sum() / 2 < 0.04:
+            raise WrongAnswer("the next token is drawn from the logits of the first position",
+                         "use the last position: logits[:, -1, :].")
+        if tau != 1.0 and (freq - torch.softmax(z, -1)).abs().sum() / 2 < 0.04:
+            raise WrongAnswer(f"at temperature {tau} the frequencies are those of temperature 1",
+                         "divide the logits by the temperature before the softmax.")
+        if tau != 1.0 and (freq - torch.softmax(z * tau, -1)).abs().sum() / 2 < 0.04:
+            raise WrongAnswer(f"at temperature {tau} the logits were multiplied by the temperature",
+                         "divide, do not multiply: softmax(z / τ) is flatter for τ > 1.")
+        if freq.max() > 0.99:
+            raise WrongAnswer("the sampler always picks the same token (greedy decoding)",
+                         "draw with torch.multinomial(torch.softmax(logits / temperature, -1), 1).")
+        raise WrongAnswer(f"at temperature {tau} the token frequencies {[round(v, 3) for v in freq.tolist()]} differ from "
+                     f"softmax(z / τ) = {[round(v, 3) for v in want.tolist()]}",
+                     "sample from softmax(logits[:, -1] / temperature).")
+    return "samples follow softmax(z / τ) at τ = 0.5, 1, 2 (4,000 draws each); the context is cropped to block_size."
+
+
+@checker("Exercise 3 (trained model)")
+def check_char_model_trained(model: nn.Module, val_ids: torch.Tensor, block_size: int, n_windows: int = 16) -> str:
+    """The trained model's validation loss (on `n_windows` fixed windows) must beat the bigram entropy (2.45 nats)."""
+    if model is None:
+        raise WrongAnswer("no trained model", "train your CharModel first.")
+    val_ids = torch.as_tensor(val_ids)
+    g = torch.Generator().manual_seed(1234)
+    starts = torch.randint(0, len(val_ids) - block_size - 1, (n_windows,), generator=g)
+    x = torch.stack([val_ids[s:s + block_size] for s in starts])
+    y = torch.stack([val_ids[s + 1:s + 1 + block_size] for s in starts])
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        logits = model(x.to(device))
+        logits = logits[0] if isinstance(logits, tuple) else logits
+        loss = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten()).item()
+    if loss < BIGRAM_ENTROPY_NATS:
+        return (f"validation loss {loss:.3f} nats/char < {BIGRAM_ENTROPY_NATS} (the best any bigram model can do "
+                "on the training text): the model uses more than the previous character.")
+    raise WrongAnswer(f"validation loss {loss:.3f} nats/char is not below the bigram entropy {BIGRAM_ENTROPY_NATS}",
+                 "train longer or with a higher learning rate; check the targets are the inputs shifted by one.")

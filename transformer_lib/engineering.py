@@ -9,8 +9,8 @@ import dataclasses
 import datetime
 import inspect
 import json
+import math
 import os
-import platform
 import queue
 import re
 import subprocess
@@ -22,9 +22,11 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
+from .benchmarking import device_name, synchronize
+
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'TrainingClock', 'to_device', 'background', 'prefetch', 'world_size', 'sum_across_processes',
-           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'device_name', 'git_commit',
+           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'LogWindow', 'git_commit',
            'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
@@ -45,8 +47,7 @@ class TrainingClock:
     def __call__(self) -> float:
         if self._frozen is not None:
             return self._frozen
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        synchronize(self.device)                            # GPU work is queued: wait for it
         self.last = self.start_s + self.timer() - self._t0
         return self.last
 
@@ -169,14 +170,38 @@ def max_weight_diff(model: torch.nn.Module, world_size: int) -> float:
     dist.all_gather(gathered, flat)
     return max(float((g - flat).abs().max()) for g in gathered)
 
+# %% ../notebooks/A4_engineering.ipynb #c42fbdce
+class LogWindow:
+    """Loss and target tokens since `train`'s last log record; `record` turns them into one record,
+    summed over all processes under DDP (so all processes log the same loss and stop together)."""
+
+    def __init__(self, clock: TrainingClock, device: torch.device, budget: float):
+        self.clock, self.device, self.budget = clock, device, budget
+        self.reset(clock())
+
+    def reset(self, now: float) -> None:
+        self.loss, self.n, self.tokens, self.start = torch.zeros((), device=self.device), 0, 0, now
+
+    def add(self, loss: torch.Tensor, n_tokens: int) -> None:
+        self.loss += loss
+        self.n += 1
+        self.tokens += n_tokens
+
+    def record(self, step: int, epoch: int, lr: float, grad_norm) -> tuple[dict, bool]:
+        """The record of this window and whether the time budget is used up (on any process)."""
+        now = self.clock()
+        loss_sum, n, n_tokens, out_of_time = sum_across_processes(
+            [self.loss.item(), self.n, self.tokens, float(now >= self.budget)], self.device)
+        record = {"step": step, "epoch": epoch, "loss": loss_sum / n, "lr": lr, "tokens": int(n_tokens),
+                  "tokens_per_s": n_tokens / max(now - self.start, 1e-9),
+                  "grad_norm": None if grad_norm is None else float(grad_norm), "elapsed_s": now}
+        if not math.isfinite(record["loss"]):
+            raise FloatingPointError(f"loss became {record['loss']} at step {step}; lower the learning "
+                                     "rate, lengthen the warm-up or enable clip_grad_norm")
+        self.reset(now)
+        return record, out_of_time > 0
+
 # %% ../notebooks/A4_engineering.ipynb #da5957d2
-def device_name(device: torch.device) -> str:
-    "A human-readable name of the device, for the results record."
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
-
-
 def git_commit() -> str | None:
     "The commit of the repository the package is run from (with '-dirty' if it has changes), or None."
     root = Path(__file__).resolve().parents[1]

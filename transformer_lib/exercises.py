@@ -17,18 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from .layer_norm import LayerNorm, ResidualConnection
-from .masking import make_causal_mask
 from .model import Transformer, TransformerConfig
-from .multi_head_attention import MultiHeadAttention
 from .toy import BOS, EOS, FIRST_SYMBOL, PAD, toy_vocab_size
 from .training import collate, train_step
 
 # %% auto #0
-__all__ = ['TINY_SHAKESPEARE_CHARS', 'BIGRAM_ENTROPY_NATS', 'CheckResult', 'checker', 'toy_model', 'single_thread', 'train_toy',
-           'smooth', 'check_pre_ln', 'check_pre_ln_trains', 'check_accuracy_by_position', 'check_extrapolation_set',
-           'check_split', 'check_char_model', 'check_sampling', 'check_char_model_trained',
-           'check_cross_attention_weights', 'check_reversal_score', 'check_rope', 'check_relative_test',
-           'check_rotary_attention']
+__all__ = ['CheckResult', 'WrongAnswer', 'checker', 'toy_model', 'single_thread', 'train_toy', 'smooth', 'check_pre_ln',
+           'check_pre_ln_trains', 'check_accuracy_by_position', 'check_extrapolation_set']
 
 # %% ../notebooks/exercises/checkers.ipynb #538eb194
 @dataclass
@@ -48,7 +43,7 @@ class CheckResult:
         return text + (f"\n  Hint: {self.hint}" if self.hint else "")
 
 
-class _Wrong(Exception):
+class WrongAnswer(Exception):
     """Raised inside a checker when the answer is wrong: (message, hint)."""
 
     def __init__(self, message: str, hint: str = ""):
@@ -74,7 +69,7 @@ def checker(exercise: str):
         def run(*args, **kwargs) -> CheckResult:
             try:
                 result = CheckResult(exercise, True, fn(*args, **kwargs))
-            except _Wrong as w:
+            except WrongAnswer as w:
                 result = CheckResult(exercise, False, w.message, w.hint)
             except Exception as exc:   # the reader's code failed: report, do not raise
                 result = CheckResult(exercise, False, _your_error(exc),
@@ -194,7 +189,7 @@ def _active_dropouts(model: nn.Module) -> int:
     return sum(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
 
 
-def _describe_pre_ln_mistake(encoder: str, decoder: str) -> _Wrong:
+def _describe_pre_ln_mistake(encoder: str, decoder: str) -> WrongAnswer:
     wrong = {name: state for name, state in (("encoder", encoder), ("decoder", decoder)) if state != "pre"}
     by_state: dict[str, list[str]] = {}
     for name, state in wrong.items():
@@ -213,7 +208,7 @@ def _describe_pre_ln_mistake(encoder: str, decoder: str) -> _Wrong:
     if len(wrong) == 1:
         right = "decoder" if "encoder" in wrong else "encoder"
         parts.append(f"the {right} is right")
-    return _Wrong("; ".join(parts), " ".join(hints))
+    return WrongAnswer("; ".join(parts), " ".join(hints))
 
 
 @checker("Exercise 1 (pre-LN model)")
@@ -222,13 +217,13 @@ def check_pre_ln(make_pre_ln: Callable[[Transformer], Transformer]) -> str:
     base = toy_model(n_layers=2, d_model=16, n_heads=2, dropout=0.1, seed=1)
     model = make_pre_ln(copy.deepcopy(base))
     if not isinstance(model, nn.Module):
-        raise _Wrong(f"make_pre_ln returned {type(model).__name__}, not the model",
+        raise WrongAnswer(f"make_pre_ln returned {type(model).__name__}, not the model",
                      "change the model in place and `return model` at the end.")
     got = _toy_logits(model)
     if torch.allclose(got, _toy_logits(_pre_ln_reference(copy.deepcopy(base))), atol=1e-5):
         lost = _active_dropouts(base) - _active_dropouts(model)
         if lost > 0:                # evaluation mode hides it: a model that silently trains without dropout
-            raise _Wrong(f"the logits are right, but {lost} of the model's dropout layers now have p = 0",
+            raise WrongAnswer(f"the logits are right, but {lost} of the model's dropout layers now have p = 0",
                          "create each PreLNResidual with the dropout rate of the connection it replaces "
                          "(child.dropout.p), not the default 0.")
         return "your model computes exactly the pre-LN Transformer (same logits as the reference, same weights)."
@@ -236,7 +231,7 @@ def check_pre_ln(make_pre_ln: Callable[[Transformer], Transformer]) -> str:
         for decoder in _PRE_LN_STATES:
             if torch.allclose(got, _toy_logits(_pre_ln_reference(copy.deepcopy(base), encoder, decoder)), atol=1e-5):
                 raise _describe_pre_ln_mistake(encoder, decoder)
-    raise _Wrong("the logits differ from those of the pre-LN model with the same weights",
+    raise WrongAnswer("the logits differ from those of the pre-LN model with the same weights",
                  "keep every existing weight (do not re-create attention or feed-forward layers); change only "
                  "where LayerNorm sits, and add a final LayerNorm (gain 1, bias 0) to each stack.")
 
@@ -246,17 +241,17 @@ def check_pre_ln_trains(post_ln_losses: Sequence[float], pre_ln_losses: Sequence
     """Pre-LN trained without warm-up must end clearly below post-LN (mean of the last `window` losses)."""
     for name, losses in (("post_ln_losses", post_ln_losses), ("pre_ln_losses", pre_ln_losses)):
         if losses is None or len(losses) < window:
-            raise _Wrong(f"{name} must hold the loss of every training step (at least {window}), "
+            raise WrongAnswer(f"{name} must hold the loss of every training step (at least {window}), "
                          f"got {None if losses is None else len(losses)} values", "use the list train_toy returns.")
         if not all(math.isfinite(v) for v in losses):
-            raise _Wrong(f"{name} contains a non-finite loss", "the run diverged; use the learning rate given.")
+            raise WrongAnswer(f"{name} contains a non-finite loss", "the run diverged; use the learning rate given.")
     post = sum(post_ln_losses[-window:]) / window
     pre = sum(pre_ln_losses[-window:]) / window
     if list(post_ln_losses) == list(pre_ln_losses):
-        raise _Wrong("the two loss curves are identical", "the pre-LN run must train make_pre_ln(toy_model(...)).")
+        raise WrongAnswer("the two loss curves are identical", "the pre-LN run must train make_pre_ln(toy_model(...)).")
     if pre < 0.8 * post:
         return f"pre-LN ends at loss {pre:.3f}, post-LN at {post:.3f} (mean of the last {window} steps)."
-    raise _Wrong(f"pre-LN ends at loss {pre:.3f}, post-LN at {post:.3f}: not clearly lower",
+    raise WrongAnswer(f"pre-LN ends at loss {pre:.3f}, post-LN at {post:.3f}: not clearly lower",
                  "train both from the same seed, at the same learning rate, with warmup_steps=0; "
                  "and make sure check_pre_ln passes first.")
 
@@ -308,13 +303,13 @@ def check_accuracy_by_position(accuracy_by_position: Callable) -> str:
     model = _ScriptedCopyModel(toy_vocab_size(10)).train()
     got = accuracy_by_position(model, pairs)
     if got is None:
-        raise _Wrong("accuracy_by_position returned None", "return a 1-D tensor with one accuracy per target position.")
+        raise WrongAnswer("accuracy_by_position returned None", "return a 1-D tensor with one accuracy per target position.")
     got = torch.as_tensor(got, dtype=torch.float32).flatten()
     want = _accuracy_by_position_reference(_ScriptedCopyModel(toy_vocab_size(10)), pairs).float()
     if model.called_in_training_mode:
-        raise _Wrong("the model ran in training mode (dropout on)", "call model.eval() before measuring.")
+        raise WrongAnswer("the model ran in training mode (dropout on)", "call model.eval() before measuring.")
     if got.shape != want.shape:
-        raise _Wrong(f"got {got.numel()} values for target sequences of up to {want.numel()} positions",
+        raise WrongAnswer(f"got {got.numel()} values for target sequences of up to {want.numel()} positions",
                      "return one accuracy per position t = 0 .. T-1 of the labels tgt_out (B, T).")
     if torch.allclose(got, want, atol=1e-4):
         return "per-position accuracies match the reference (teacher forcing, padding ignored)."
@@ -322,17 +317,17 @@ def check_accuracy_by_position(accuracy_by_position: Callable) -> str:
     with torch.no_grad():
         pred = _ScriptedCopyModel(toy_vocab_size(10)).eval()(batch.src, batch.tgt_in).argmax(-1)
     if torch.allclose(got, (pred == batch.tgt_out).float().mean(0), atol=1e-4):
-        raise _Wrong("padding positions are counted (as correct predictions of PAD)",
+        raise WrongAnswer("padding positions are counted (as correct predictions of PAD)",
                      "average only over rows whose label at t is a real token: mask with tgt_out != PAD.")
     if torch.allclose(got, ((pred == batch.tgt_out) & (batch.tgt_out != PAD)).float().mean(0), atol=1e-4):
-        raise _Wrong("the accuracy is divided by the batch size, not by the number of real tokens at t",
+        raise WrongAnswer("the accuracy is divided by the batch size, not by the number of real tokens at t",
                      "divide by (tgt_out != PAD).sum(0): long positions have fewer sequences.")
     for real in (batch.tgt_out != PAD, batch.tgt_in != PAD):
         if torch.allclose(got, ((pred == batch.tgt_in) & real).sum(0) / real.sum(0).clamp(min=1), atol=1e-4):
-            raise _Wrong("the predictions are compared with tgt_in, the decoder's input",
+            raise WrongAnswer("the predictions are compared with tgt_in, the decoder's input",
                          "the prediction at position t is for the next token: compare with the labels tgt_out "
                          "(tgt_in shifted left by one).")
-    raise _Wrong(f"the accuracies differ from the reference (first values {got[:4].tolist()} vs "
+    raise WrongAnswer(f"the accuracies differ from the reference (first values {got[:4].tolist()} vs "
                  f"{[round(v, 4) for v in want[:4].tolist()]})",
                  "compare model(src, tgt_in).argmax(-1) with tgt_out position by position (teacher forcing).")
 
@@ -341,496 +336,21 @@ def check_accuracy_by_position(accuracy_by_position: Callable) -> str:
 def check_extrapolation_set(test_pairs, train_max_len: int) -> str:
     """The test pairs must be copy pairs with lengths from 1 up to at least 2 * train_max_len."""
     if not test_pairs:
-        raise _Wrong("test_pairs is empty or None", "make_toy_pairs('copy', ..., max_len=2 * TRAIN_MAX_LEN, seed=1)")
+        raise WrongAnswer("test_pairs is empty or None", "make_toy_pairs('copy', ..., max_len=2 * TRAIN_MAX_LEN, seed=1)")
     lengths = [len(src) - 1 for src, _ in test_pairs]
     for src, tgt in test_pairs:
         if list(tgt) != [BOS, *src[:-1], EOS]:
-            raise _Wrong("the test pairs are not copy pairs", "the models were trained to copy: test on 'copy'.")
+            raise WrongAnswer("the test pairs are not copy pairs", "the models were trained to copy: test on 'copy'.")
     if max(lengths) <= train_max_len:
-        raise _Wrong(f"every test sequence is at most {max(lengths)} symbols long, within the training range "
+        raise WrongAnswer(f"every test sequence is at most {max(lengths)} symbols long, within the training range "
                      f"(≤ {train_max_len})",
                      "the point is to evaluate beyond the training length: draw test lengths up to "
                      f"{2 * train_max_len}.")
     if max(lengths) < 2 * train_max_len:
-        raise _Wrong(f"the longest test sequence has {max(lengths)} symbols", f"go up to {2 * train_max_len}.")
+        raise WrongAnswer(f"the longest test sequence has {max(lengths)} symbols", f"go up to {2 * train_max_len}.")
     if min(lengths) > train_max_len:
-        raise _Wrong("no test sequence is within the training range",
+        raise WrongAnswer("no test sequence is within the training range",
                      "keep short sequences too (min_len=1), to compare in-range with beyond-range positions.")
     beyond = sum(n > train_max_len for n in lengths) / len(lengths)
     return (f"{len(test_pairs)} copy pairs of 1-{max(lengths)} symbols; {beyond:.0%} are longer than any "
             "training sequence.")
-
-# %% ../notebooks/exercises/checkers.ipynb #04daff79
-TINY_SHAKESPEARE_CHARS = 1_115_394
-BIGRAM_ENTROPY_NATS = 2.45     # H(next char | previous char) on the training 90% (computed in the solution)
-
-
-@checker("Exercise 3 (train/validation split)")
-def check_split(train_text: str, val_text: str) -> str:
-    """The standard split: the first 90% of the characters for training, the last 10% for validation."""
-    from transformer_lib.data import load_tiny_shakespeare
-    text = load_tiny_shakespeare()
-    n = int(0.9 * len(text))
-    if not isinstance(train_text, str) or not isinstance(val_text, str):
-        raise _Wrong("train_text and val_text must be strings", "slice the text: text[:n] and text[n:].")
-    if len(train_text) + len(val_text) != len(text):
-        raise _Wrong(f"the two parts have {len(train_text):,} + {len(val_text):,} characters, not {len(text):,}",
-                     "the parts must not overlap and must cover the whole text.")
-    if len(train_text) != n:
-        raise _Wrong(f"the training part has {len(train_text):,} characters, not 90% = {n:,}",
-                     "n = int(0.9 * len(text)).")
-    if train_text != text[:n] or val_text != text[n:]:
-        raise _Wrong("the parts have the right sizes but not the right characters",
-                     "split without shuffling: consecutive text, training first (the validation part is "
-                     "the end of the play collection).")
-    return f"train {len(train_text):,} characters, validation {len(val_text):,} (the standard 90/10 split)."
-
-
-def _char_model_instance(CharModel, vocab_size=11, block_size=16):
-    return CharModel(vocab_size=vocab_size, block_size=block_size, d_model=32, n_heads=4, n_layers=2, dropout=0.0)
-
-
-@checker("Exercise 3 (decoder-only model)")
-def check_char_model(CharModel) -> str:
-    """CharModel(vocab_size, block_size, d_model, n_heads, n_layers, dropout): causal, uses context, logits (B, T, V)."""
-    if CharModel is None:
-        raise _Wrong("CharModel is None", "write the class.")
-    torch.manual_seed(0)
-    model = _char_model_instance(CharModel).eval()
-    if getattr(model, "block_size", None) != 16:
-        raise _Wrong("the model has no attribute block_size (or a wrong one)",
-                     "store self.block_size = block_size: the sampler needs it to crop the context.")
-    if not any(isinstance(m, MultiHeadAttention) for m in model.modules()):
-        raise _Wrong("the model contains no transformer_lib MultiHeadAttention",
-                     "build the blocks from transformer_lib (e.g. EncoderLayer with a causal mask).")
-    g = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, 11, (2, 16), generator=g)
-    with torch.no_grad():
-        logits = model(idx)
-        if isinstance(logits, tuple):
-            logits = logits[0]
-        if tuple(logits.shape) != (2, 16, 11):
-            raise _Wrong(f"logits have shape {tuple(logits.shape)} for idx of shape (2, 16) and 11 characters",
-                         "return logits of shape (B, T, vocab_size).")
-        short = model(idx[:, :5])
-        short = short[0] if isinstance(short, tuple) else short
-        if tuple(short.shape) != (2, 5, 11):
-            raise _Wrong("the model fails on a sequence shorter than block_size",
-                         "build the causal mask and the positions for the actual length T = idx.shape[1].")
-        future = idx.clone()
-        future[:, 8:] = (future[:, 8:] + 1) % 11
-        changed = model(future)
-        changed = changed[0] if isinstance(changed, tuple) else changed
-        if not torch.allclose(logits[:, :8], changed[:, :8], atol=1e-5):
-            raise _Wrong("the logits at position t change when a later token changes: the model sees the future",
-                         "pass make_causal_mask(T) (True = may attend) as the mask of every block.")
-        past = idx.clone()
-        past[:, 0] = (past[:, 0] + 1) % 11
-        changed = model(past)
-        changed = changed[0] if isinstance(changed, tuple) else changed
-        if torch.allclose(logits[:, 4:], changed[:, 4:], atol=1e-6):
-            raise _Wrong("the logits at t ≥ 4 do not depend on the token at position 0",
-                         "each position must attend to all earlier ones (lower-triangular mask, diagonal included).")
-        _check_attends_to_itself(model, idx)
-    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    heads = [m for m in model.modules() if isinstance(m, nn.Linear) and m.out_features == 11]
-    if heads and not any(id(m.weight) in embeddings for m in heads):
-        raise _Wrong("the output layer is not tied to the token embedding",
-                     "share one matrix between them (§3.4): after creating both, set "
-                     "self.head.weight = self.tok_embed.weight (head = nn.Linear(d_model, vocab_size, bias=False)).")
-    return ("logits (B, T, V); causal (the future does not leak); the past is used; every position attends to "
-            "itself and the positions before it; output layer tied to the embedding.")
-
-
-def _check_attends_to_itself(model: nn.Module, idx: torch.Tensor) -> None:
-    """Read the attention weights of every MultiHeadAttention: a mask without its diagonal (an off-by-one
-    in the causal mask) leaves the residual path to carry token t, so only the weights show it."""
-    attns = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
-    before = [m.need_weights for m in attns]
-    for m in attns:
-        m.need_weights = True
-    try:
-        model(idx)
-        weights = [getattr(m, "attn_weights", None) for m in attns]
-    finally:
-        for m, flag in zip(attns, before):
-            m.need_weights = flag
-    T = idx.shape[1]
-    for w in weights:
-        if w is None or tuple(w.shape[-2:]) != (T, T):
-            continue
-        if (w.diagonal(dim1=-2, dim2=-1) == 0).all():
-            raise _Wrong("no position attends to itself: the mask leaves out the diagonal (an off-by-one in the "
-                         "causal mask; position 0 then attends to nothing at all)",
-                         "position t may attend to positions 0..t, itself included: make_causal_mask(T), "
-                         "the lower triangle with its diagonal (True = may attend).")
-
-
-class _TooLong(ValueError):
-    pass
-
-
-class _FixedLogitsModel(nn.Module):
-    """Stand-in for a language model: logits depend only on the last position's index; inputs longer than block_size fail."""
-
-    def __init__(self, block_size: int = 8):
-        super().__init__()
-        self.block_size = block_size
-        self.base = torch.tensor([2.0, 1.0, 0.0, -1.0, -3.0])
-
-    def logits_at(self, t: int) -> torch.Tensor:
-        return self.base.roll(t)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        B, T = idx.shape
-        if T > self.block_size:
-            raise _TooLong(f"idx has {T} positions but block_size is {self.block_size}")
-        return torch.stack([self.logits_at(t) for t in range(T)]).expand(B, T, 5).clone()   # (B, T, 5)
-
-
-def _empirical(generate, model, prompt_len: int, temperature: float, n: int = 4000) -> torch.Tensor:
-    torch.manual_seed(0)
-    idx = torch.zeros(n, prompt_len, dtype=torch.long)
-    try:
-        out = generate(model, idx, 1, temperature=temperature)
-    except _TooLong:
-        raise _Wrong(f"the model was given all {prompt_len} tokens of the context, more than its block_size "
-                     f"({model.block_size})",
-                     "crop the context to the last model.block_size tokens before each forward pass: "
-                     "idx[:, -model.block_size:].") from None
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (n, prompt_len + 1):
-        raise _Wrong(f"generate(model, idx of shape ({n}, {prompt_len}), 1) returned "
-                     f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}",
-                     "return idx with the new tokens appended: shape (B, T + max_new_tokens).")
-    if not torch.equal(out[:, :prompt_len], idx):
-        raise _Wrong("the prompt is not kept at the start of the output", "append with torch.cat([idx, next], dim=1).")
-    return torch.bincount(out[:, -1], minlength=5).float() / n
-
-
-@checker("Exercise 3 (sampling with temperature)")
-def check_sampling(generate) -> str:
-    """`generate(model, idx, max_new_tokens, temperature=1.0)`: sample from softmax(logits[:, -1] / temperature)."""
-    model = _FixedLogitsModel(block_size=8)
-    try:
-        long_run = generate(model, torch.zeros(2, 3, dtype=torch.long), 12, temperature=1.0)
-    except _TooLong:
-        raise _Wrong("after a few new tokens the context grew longer than the model's block_size",
-                     "crop the context to the last model.block_size tokens before each forward pass: "
-                     "idx[:, -model.block_size:].") from None
-    if long_run is None or tuple(long_run.shape) != (2, 15):
-        raise _Wrong(f"generating 12 tokens after a prompt of 3 gave "
-                     f"{None if long_run is None else tuple(long_run.shape)}, expected (2, 15)",
-                     "loop max_new_tokens times, appending one token per step.")
-    for tau, prompt_len in ((1.0, 3), (0.5, 12), (2.0, 5)):
-        freq = _empirical(generate, model, prompt_len, tau)
-        t_last = min(prompt_len, model.block_size) - 1
-        z = model.logits_at(t_last)
-        want = torch.softmax(z / tau, -1)
-        if (freq - want).abs().sum() / 2 < 0.04:      # total variation distance; sampling noise ~0.01
-            continue
-        if (freq - torch.softmax(model.logits_at(0) / tau, -1)).abs().sum() / 2 < 0.04:
-            raise _Wrong("the next token is drawn from the logits of the first position",
-                         "use the last position: logits[:, -1, :].")
-        if tau != 1.0 and (freq - torch.softmax(z, -1)).abs().sum() / 2 < 0.04:
-            raise _Wrong(f"at temperature {tau} the frequencies are those of temperature 1",
-                         "divide the logits by the temperature before the softmax.")
-        if tau != 1.0 and (freq - torch.softmax(z * tau, -1)).abs().sum() / 2 < 0.04:
-            raise _Wrong(f"at temperature {tau} the logits were multiplied by the temperature",
-                         "divide, do not multiply: softmax(z / τ) is flatter for τ > 1.")
-        if freq.max() > 0.99:
-            raise _Wrong("the sampler always picks the same token (greedy decoding)",
-                         "draw with torch.multinomial(torch.softmax(logits / temperature, -1), 1).")
-        raise _Wrong(f"at temperature {tau} the token frequencies {[round(v, 3) for v in freq.tolist()]} differ from "
-                     f"softmax(z / τ) = {[round(v, 3) for v in want.tolist()]}",
-                     "sample from softmax(logits[:, -1] / temperature).")
-    return "samples follow softmax(z / τ) at τ = 0.5, 1, 2 (4,000 draws each); the context is cropped to block_size."
-
-
-@checker("Exercise 3 (trained model)")
-def check_char_model_trained(model: nn.Module, val_ids: torch.Tensor, block_size: int, n_windows: int = 16) -> str:
-    """The trained model's validation loss (on `n_windows` fixed windows) must beat the bigram entropy (2.45 nats)."""
-    if model is None:
-        raise _Wrong("no trained model", "train your CharModel first.")
-    val_ids = torch.as_tensor(val_ids)
-    g = torch.Generator().manual_seed(1234)
-    starts = torch.randint(0, len(val_ids) - block_size - 1, (n_windows,), generator=g)
-    x = torch.stack([val_ids[s:s + block_size] for s in starts])
-    y = torch.stack([val_ids[s + 1:s + 1 + block_size] for s in starts])
-    device = next(model.parameters()).device
-    model.eval()
-    with torch.no_grad():
-        logits = model(x.to(device))
-        logits = logits[0] if isinstance(logits, tuple) else logits
-        loss = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten()).item()
-    if loss < BIGRAM_ENTROPY_NATS:
-        return (f"validation loss {loss:.3f} nats/char < {BIGRAM_ENTROPY_NATS} (the best any bigram model can do "
-                "on the training text): the model uses more than the previous character.")
-    raise _Wrong(f"validation loss {loss:.3f} nats/char is not below the bigram entropy {BIGRAM_ENTROPY_NATS}",
-                 "train longer or with a higher learning rate; check the targets are the inputs shifted by one.")
-
-# %% ../notebooks/exercises/checkers.ipynb #1fb068da
-def _cross_attention_reference(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-    model.eval()
-    layers = [layer.cross_attn for layer in model.decoder.layers]
-    for attn in layers:
-        attn.need_weights = True
-    try:
-        with torch.no_grad():
-            model(src, tgt_in)
-        return torch.stack([attn.attn_weights for attn in layers])             # (N, B, h, L_t, L_s)
-    finally:
-        for attn in layers:
-            attn.need_weights = False
-
-
-def _reversal_score_reference(weights: torch.Tensor, n_symbols: torch.Tensor, shift: int = 0,
-                              pooled: bool = True) -> torch.Tensor:
-    """Mean of weights[b, :, t, n_b - 1 - t + shift] over all (b, t < n_b) (pooled), or the mean over b of
-    per-sequence means (a typical mistake, as is shift = ±1)."""
-    L_s = weights.shape[-1]
-    sums, counts = [], []
-    for b, n in enumerate(n_symbols.tolist()):
-        picked = [weights[b, :, t, n - 1 - t + shift] for t in range(n) if 0 <= n - 1 - t + shift < L_s]
-        sums.append(torch.stack(picked).sum(0) if picked else torch.zeros(weights.shape[1]))
-        counts.append(len(picked))
-    if pooled:
-        return torch.stack(sums).sum(0) / sum(counts)                          # (h,)
-    return torch.stack([s_ / max(c, 1) for s_, c in zip(sums, counts)]).mean(0)
-
-
-def _check_inputs_ex4():
-    src = torch.tensor([[5, 6, 7, 8, 9, 4, EOS], [3, 4, 5, EOS, PAD, PAD, PAD]])
-    tgt_in = torch.tensor([[BOS, 4, 9, 8, 7], [BOS, 5, 4, 3, PAD]])
-    return src, tgt_in
-
-
-@checker("Exercise 4 (cross-attention weights)")
-def check_cross_attention_weights(cross_attention_weights: Callable) -> str:
-    """`cross_attention_weights(model, src, tgt_in)` -> (n_layers, B, h, L_t, L_s), in evaluation mode."""
-    model = toy_model(n_layers=2, d_model=16, n_heads=2, dropout=0.3, seed=3)
-    src, tgt_in = _check_inputs_ex4()
-    want = _cross_attention_reference(copy.deepcopy(model), src, tgt_in)
-    model.train()
-    got = cross_attention_weights(model, src, tgt_in)
-    if got is None:
-        raise _Wrong("cross_attention_weights returned None",
-                     "set need_weights = True on each decoder layer's cross_attn, run the model, then stack the "
-                     "attn_weights.")
-    got = torch.as_tensor(got) if not isinstance(got, torch.Tensor) else got
-    if got.shape[-1] == tgt_in.shape[1] and got.shape[-1] != want.shape[-1]:
-        raise _Wrong(f"the weights have shape {tuple(got.shape)}: L_t × L_t, the decoder's self-attention",
-                     "read layer.cross_attn, not layer.self_attn: keys are the source positions.")
-    if got.shape != want.shape:
-        raise _Wrong(f"got shape {tuple(got.shape)}, expected {tuple(want.shape)} = (n_layers, B, h, L_t, L_s)",
-                     "stack the (B, h, L_t, L_s) weights of the layers along a new first axis.")
-    if torch.allclose(got, want, atol=1e-5):
-        return "cross-attention weights of every layer and head match the reference (evaluation mode)."
-    if model.training:
-        raise _Wrong("the weights differ from those in evaluation mode (the model was left training: dropout on)",
-                     "call model.eval() before the forward pass.")
-    raise _Wrong("the weights differ from the reference", "run model(src, tgt_in) once with need_weights = True.")
-
-
-@checker("Exercise 4 (reversal score)")
-def check_reversal_score(reversal_score: Callable) -> str:
-    """`reversal_score(weights (B, h, L_t, L_s), n_symbols (B,))` -> (h,) mean weight on source position n-1-t, t < n."""
-    g = torch.Generator().manual_seed(0)
-    weights = torch.softmax(torch.randn(4, 3, 8, 9, generator=g) * 2, dim=-1)
-    n_symbols = torch.tensor([8, 3, 5, 1])
-    got = reversal_score(weights, n_symbols)
-    if got is None:
-        raise _Wrong("reversal_score returned None", "return one score per head, shape (h,).")
-    got = torch.as_tensor(got).float().flatten()
-    want = _reversal_score_reference(weights, n_symbols)
-    if got.shape != want.shape:
-        raise _Wrong(f"got {got.numel()} scores for {weights.shape[1]} heads", "average over sequences and positions, keep heads.")
-    if torch.allclose(got, want, atol=1e-5):
-        return "scores match the reference: weight on source position n-1-t, averaged over t < n and sequences."
-    padded = _reversal_score_reference(weights, torch.full_like(n_symbols, weights.shape[2]))
-    if torch.allclose(got, padded, atol=1e-5):
-        raise _Wrong("the score uses the padded length for every sequence",
-                     "each sequence has its own length n (n_symbols[b]): the reversal of x_1..x_n maps t to n-1-t.")
-    if torch.allclose(got, _reversal_score_reference(weights, n_symbols, pooled=False), atol=1e-5):
-        raise _Wrong("the score is a mean of per-sequence means, so a 1-symbol sequence weighs as much as an "
-                     "8-symbol one",
-                     "pool all the (b, t) pairs with t < n_b and take one mean over them: sum the picked weights "
-                     "and divide by n_symbols.sum().")
-    for shift in (1, -1):
-        if torch.allclose(got, _reversal_score_reference(weights, n_symbols, shift=shift), atol=1e-5):
-            read = {1: "n-t", -1: "n-2-t"}[shift]
-            raise _Wrong(f"the score reads source position {read} instead of n-1-t (an off-by-one)",
-                         "positions count from 0: x_1..x_n sit at source positions 0..n-1, and the decoder at "
-                         "position t writes x_(n-t), which is at source position n-1-t.")
-    raise _Wrong(f"scores {[round(v, 4) for v in got.tolist()]} differ from the reference "
-                 f"{[round(v, 4) for v in want.tolist()]}",
-                 "for sequence b with n symbols, decoder position t (0 ≤ t < n) should read source position "
-                 "n-1-t; average weights[b, :, t, n-1-t] over all those (b, t).")
-
-# %% ../notebooks/exercises/checkers.ipynb #b4730917
-def _rope_reference(x: torch.Tensor, offset: int = 0, base: float = 10000.0, layout: str = "pairs",
-                    sign: float = 1.0, step: int = 2) -> torch.Tensor:
-    """RoPE (step=2: θ_i = base^(-2i/d)), or a typical mistake: layout='halves', sign=-1, step=1 or 4."""
-    L, d = x.shape[-2], x.shape[-1]
-    theta = base ** (-step * torch.arange(d // 2, dtype=torch.float64) / d)            # (d/2,)
-    angle = sign * (offset + torch.arange(L, dtype=torch.float64))[:, None] * theta    # (L, d/2)
-    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-    if layout == "pairs":
-        x1, x2 = x[..., 0::2], x[..., 1::2]
-        return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
-    x1, x2 = x[..., :d // 2], x[..., d // 2:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
-
-
-@checker("Exercise 5 (RoPE)")
-def check_rope(rope: Callable) -> str:
-    """`rope(x (..., L, d), offset=0)` rotates pair (2i, 2i+1) at position m = offset + l by m·θ_i, θ_i = 10000^(-2i/d)."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 7, 8, generator=g, dtype=torch.float64)
-    got = rope(x)
-    if got is None:
-        raise _Wrong("rope returned None", "return the rotated tensor, same shape as x.")
-    if got.shape != x.shape:
-        raise _Wrong(f"rope changed the shape {tuple(x.shape)} -> {tuple(got.shape)}", "rotate in place of each pair.")
-    want = _rope_reference(x)
-    if not torch.allclose(got, want, atol=1e-6):
-        if torch.allclose(got, x):
-            raise _Wrong("rope returned x unchanged", "rotate each pair (x_2i, x_2i+1) by the angle m·θ_i.")
-        if torch.allclose(got, _rope_reference(x, layout="halves"), atol=1e-6):
-            raise _Wrong("you pair coordinate i with i + d/2 (the GPT-NeoX layout)",
-                         "that is also RoPE, but this exercise follows the paper: pairs (x_2i, x_2i+1).")
-        if torch.allclose(got, _rope_reference(x, sign=-1.0), atol=1e-6):
-            raise _Wrong("the rotation goes the other way (angle -m·θ_i)",
-                         "(x1, x2) -> (x1 cos − x2 sin, x1 sin + x2 cos).")
-        if torch.allclose(got, _rope_reference(x, offset=1), atol=1e-6):
-            raise _Wrong("the first row is rotated as position 1: positions are counted from 1",
-                         "row l of x is at position m = offset + l, so with offset=0 the first row is not rotated.")
-        for step, wrong in ((1, "10000^(-i/d)"), (4, "10000^(-4i/d)")):
-            if torch.allclose(got, _rope_reference(x, step=step), atol=1e-6):
-                raise _Wrong(f"the frequencies are θ_i = {wrong}",
-                             "θ_i = 10000^(-2i/d) for pair i = 0 .. d/2-1, the frequencies of the sinusoidal "
-                             "encoding: torch.arange(0, d, 2) / d already contains the 2i.")
-        if not torch.allclose(got.norm(dim=-1), x.norm(dim=-1), atol=1e-6):
-            raise _Wrong("the vectors' lengths change: that is not a rotation", "use cos and sin of the same angle per pair.")
-        raise _Wrong("the rotation differs from the reference", "θ_i = 10000^(-2i/d) for i = 0 .. d/2-1; angle m·θ_i.")
-    if not torch.allclose(rope(x, offset=5), _rope_reference(x, offset=5), atol=1e-6):
-        raise _Wrong("rope(x, offset=5) is wrong: the offset is ignored or misapplied",
-                     "position of row l is offset + l (needed when a cache holds earlier positions).")
-    return "rope matches the reference rotation, including the offset."
-
-
-def _absolute_impostor(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-    from transformer_lib.positional import sinusoidal_encoding
-    L, d = x.shape[-2], x.shape[-1]
-    return x + sinusoidal_encoding(offset + L, d, dtype=x.dtype)[offset:]
-
-
-def _quadratic_impostor(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-    L, d = x.shape[-2], x.shape[-1]
-    pos = (offset + torch.arange(L, dtype=torch.float64)) ** 2 / 7.0           # m^2 / 7 instead of m
-    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angle = pos[:, None] * theta
-    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
-    x1, x2 = x[..., 0::2], x[..., 1::2]
-    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
-
-
-@checker("Exercise 5 (your test of the relative-position property)")
-def check_relative_test(relative_property_holds: Callable) -> str:
-    """Your `relative_property_holds(rope) -> bool` must accept RoPE and reject two position encodings that are not relative."""
-    verdicts = {}
-    for name, fn in (("RoPE", _rope_reference), ("x + sinusoidal PE", _absolute_impostor),
-                     ("rotation by m²θ", _quadratic_impostor)):
-        verdict = relative_property_holds(fn)
-        if not isinstance(verdict, (bool, torch.Tensor)) or (isinstance(verdict, torch.Tensor) and verdict.numel() != 1):
-            raise _Wrong(f"relative_property_holds returned {verdict!r} for {name}", "return True or False.")
-        verdicts[name] = bool(verdict)
-    if not verdicts["RoPE"]:
-        raise _Wrong("your test rejects the reference RoPE", "compare dot products in float64 with a tolerance "
-                     "(torch.allclose), and shift both positions by the same amount.")
-    for name in ("x + sinusoidal PE", "rotation by m²θ"):
-        if verdicts[name]:
-            raise _Wrong(f"your test accepts {name}, which is not relative",
-                         "check that q_m·k_n is unchanged when m and n are both shifted by s, for several "
-                         "(m, n, s) with random q and k (a norm-preservation test is not enough).")
-    return "your test accepts RoPE and rejects absolute sinusoidal positions and an m²θ rotation."
-
-
-def _check_rotary_is_causal(theirs: nn.Module, x: torch.Tensor, want: torch.Tensor) -> None:
-    """EncoderLayer calls self_attn(h, h, h, mask, is_causal=...): is_causal=True must mean the causal mask."""
-    hint = ("EncoderLayer calls self_attn(h, h, h, mask, is_causal=is_causal), and the character model asks "
-            "for the causal mask by name: accept is_causal=False in forward, and when it is True use "
-            "mask = make_causal_mask(L, query.device).")
-    try:
-        by_name = theirs(x, x, x, is_causal=True)
-    except TypeError as exc:
-        if "is_causal" in str(exc):
-            raise _Wrong("forward does not take the argument is_causal", hint) from None
-        raise
-    if not torch.allclose(by_name, want, atol=1e-6):
-        raise _Wrong("with the mask as a tensor the output is right, but is_causal=True gives another output "
-                     "(the flag is ignored: the model would see the future)", hint)
-
-
-def _rotary_reference(mha: MultiHeadAttention, x: torch.Tensor, mask=None, *, rotate_k=True, rotate_v=False,
-                      per_head=True, scale: str = "d_k") -> torch.Tensor:
-    """RoPE self-attention, or a typical mistake: keys unrotated, values rotated, rotation over d_model,
-    scores scaled by 1/√d_model (scale='d_model') or not at all (scale='none')."""
-    from transformer_lib.attention import scaled_dot_product_attention
-    B, L, d = x.shape
-    q, k, v = mha.in_proj(x).chunk(3, dim=-1)                                    # (B, L, d)
-    if not per_head:
-        q, k = _rope_reference(q), _rope_reference(k) if rotate_k else k
-    q, k, v = (t.view(B, L, mha.n_heads, mha.d_k).transpose(1, 2) for t in (q, k, v))   # (B, h, L, d_k)
-    if per_head:
-        q = _rope_reference(q)
-        k = _rope_reference(k) if rotate_k else k
-        v = _rope_reference(v) if rotate_v else v
-    q = q * {"d_k": 1.0, "d_model": math.sqrt(mha.d_k / d), "none": math.sqrt(mha.d_k)}[scale]   # undoes 1/√d_k
-    out, _ = scaled_dot_product_attention(q, k, v, mask)
-    return mha.out_proj(out.transpose(1, 2).reshape(B, L, d))
-
-
-@checker("Exercise 5 (rotary attention)")
-def check_rotary_attention(RotaryMultiHeadAttention) -> str:
-    """RotaryMultiHeadAttention(d_model, n_heads): self-attention with RoPE on each head's queries and keys;
-    forward(query, key, value, mask=None, cache=None, static_kv=False, is_causal=False)."""
-    torch.manual_seed(0)
-    ref = MultiHeadAttention(16, 2).double()
-    theirs = RotaryMultiHeadAttention(16, 2).double()
-    missing, _ = theirs.load_state_dict(ref.state_dict(), strict=False)
-    if missing:
-        raise _Wrong(f"RotaryMultiHeadAttention lacks the parameters {missing} of MultiHeadAttention",
-                     "subclass MultiHeadAttention and keep in_proj and out_proj.")
-    ref.eval()
-    theirs.eval()
-    x = torch.randn(2, 6, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    mask = make_causal_mask(6)
-    with torch.no_grad():
-        got = theirs(x, x, x, mask)
-        want = _rotary_reference(ref, x, mask)
-        if torch.allclose(got, want, atol=1e-6):
-            _check_rotary_is_causal(theirs, x, want)
-            return ("matches RoPE attention on the same weights (queries and keys rotated per head, values not), "
-                    "with the causal mask given as a tensor or by name.")
-        for kwargs, msg, hint in (
-                ({"rotate_k": False}, "only the queries are rotated",
-                 "rotate the keys too: the score (R_m q)·(R_n k) = q·R_(n−m) k depends on n − m only when both are."),
-                ({"per_head": False}, "the rotation is applied over d_model before splitting the heads",
-                 "split into heads first, then rotate each head's d_k-dimensional queries and keys."),
-                ({"rotate_v": True}, "the values are rotated as well",
-                 "rotate queries and keys only: positions enter the scores, not the values."),
-                ({"scale": "none"}, "the scores are not divided by √d_k",
-                 "scaled dot-product attention (§3.2.1) divides q·k by √d_k; scaled_dot_product_attention "
-                 "from transformer_lib.attention does it for you."),
-                ({"scale": "d_model"}, "the scores are divided by √d_model instead of √d_k",
-                 "each head works in d_k = d_model / h dimensions, so its scores are divided by √d_k."),
-                ({"mask": None}, "the mask is ignored: with a causal mask the output still sees the future",
-                 "pass mask on to the attention.")):
-            kwargs = {"mask": mask, **kwargs}
-            if torch.allclose(got, _rotary_reference(ref, x, kwargs.pop("mask"), **kwargs), atol=1e-6):
-                raise _Wrong(msg, hint)
-        if torch.allclose(got, ref(x, x, x, mask), atol=1e-6):
-            raise _Wrong("the output equals plain multi-head attention: nothing is rotated",
-                         "apply rope to q and k of shape (B, h, L, d_k) before the attention.")
-    raise _Wrong("the output differs from rotary attention on the same weights",
-                 "q, k, v = in_proj(x).chunk(3); split heads; rope(q), rope(k); attention; merge; out_proj.")

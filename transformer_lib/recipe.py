@@ -13,10 +13,11 @@ from typing import Sequence
 import torch
 
 from .engineering import FIELD_TYPES, add_dataclass_flags, given_flags, read_config_file
+from .optimization import CheckpointError
 
 # %% auto #0
 __all__ = ['PRESETS', 'RUN_ONLY', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file',
-           'validate_recipe', 'parse_args']
+           'validate_recipe', 'parse_args', 'check_resume']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
@@ -193,7 +194,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
     p.add_argument("--config", help="JSON or TOML file of recipe keys")
     p.add_argument("--resume", action="store_true", help="continue the run in --out-dir from its checkpoint")
     p.add_argument("--print-config", action="store_true", help="print the resulting recipe as JSON and exit")
-    add_dataclass_flags(p, Recipe)                      # --d-model, --no-amp, ... (appendix A3)
+    add_dataclass_flags(p, Recipe)                      # --d-model, --no-amp, ... (appendix A4)
     args = p.parse_args(argv)
     base = preset(args.preset) if args.preset else Recipe()
     if args.config:
@@ -203,3 +204,17 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
         print(json.dumps(asdict(recipe), indent=2))
         raise SystemExit(0)
     return recipe, args.resume
+
+# %% ../notebooks/A5_recipe.ipynb #cce054df
+def check_resume(recipe: Recipe, ckpt: dict, path) -> None:
+    """CheckpointError unless the checkpoint's recipe agrees with `recipe` on every `resume_keys()` field
+    (a field the checkpoint predates counts as its default)."""
+    saved = (ckpt.get("extra") or {}).get("recipe")
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"checkpoint {path} holds no recipe: it was not written by transformer_lib.train")
+    defaults = Recipe()
+    diff = [f"{k}: {saved.get(k, getattr(defaults, k))!r} in the checkpoint, {getattr(recipe, k)!r} now"
+            for k in resume_keys() if saved.get(k, getattr(defaults, k)) != getattr(recipe, k)]
+    if diff:
+        raise CheckpointError(f"checkpoint {path} comes from an incompatible recipe ({'; '.join(diff)}); "
+                              "resume with the same settings or start a new --out-dir")

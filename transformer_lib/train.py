@@ -26,7 +26,6 @@ from transformer_lib.engineering import (
     TrainingClock,
     barrier,
     device_for,
-    device_name,
     dist_env,
     git_commit,
     init_distributed,
@@ -59,17 +58,18 @@ from transformer_lib.training import (
     train,
 )
 
+from .benchmarking import device_name, synchronize
 from .data import DataError, load_multi30k
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
-from .recipe import Recipe, RecipeError, parse_args, resume_keys, validate_recipe
+from .recipe import Recipe, RecipeError, check_resume, parse_args, validate_recipe
 from .text import SubwordTokenizer, corpus_bleu, train_joint_tokenizer
 
 # %% auto #0
 __all__ = ['MAX_LEN', 'encode_pairs', 'check_token_ids', 'model_config', 'build_model', 'translate', 'validation_loss',
-           'timed_bleu', 'RunResult', 'RunState', 'run', 'check_resume', 'budget_progress', 'make_schedule', 'prepare',
-           'evaluate', 'save', 'after_step', 'fit', 'choose_weights', 'results_record', 'finalize', 'main']
+           'timed_bleu', 'RunResult', 'run', 'budget_progress', 'make_schedule', 'prepare', 'evaluate', 'save',
+           'after_step', 'fit', 'choose_weights', 'results_record', 'finalize', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 def encode_pairs(tokenizer: SubwordTokenizer, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
@@ -142,13 +142,11 @@ def validation_loss(model: nn.Module, loader: BatchLoader, device: torch.device,
 
 def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) -> dict:
     "BLEU (sacreBLEU, detokenized) of translating the German side of `pairs`, and sentences per second."
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     t0 = time.perf_counter()
     hyps = translate(model, tokenizer, [de for de, _ in pairs], beam_size=beam_size, alpha=alpha,
                      device=device, amp_dtype=amp_dtype)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    synchronize(device)
     seconds = time.perf_counter() - t0
     score, signature = corpus_bleu(hyps, [en for _, en in pairs])
     return {"bleu": score, "signature": signature, "sentences": len(pairs), "seconds": seconds,
@@ -157,25 +155,14 @@ def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) 
 # %% ../notebooks/18_capstone.ipynb #f9908de2
 @dataclass
 class RunResult:
-    "What `run` returns: the recipe, the trained model (chosen weights), its tokenizer, logs and the results record."
-    recipe: Recipe
-    model: nn.Module
-    tokenizer: SubwordTokenizer
-    history: list
-    evals: list
-    results: dict
-    out_dir: Path
-
-
-@dataclass
-class RunState:
-    "Everything `prepare` builds and `fit` and `finalize` use (one process's view of a run)."
+    """One run, as one process sees it: what `prepare` builds, `fit` trains and `finalize` records.
+    `run` returns it: recipe, model (the chosen weights), tokenizer, history, evals, results, out_dir."""
     recipe: Recipe
     device: torch.device
     rank: int
     world_size: int
     amp_dtype: torch.dtype | None
-    out: Path
+    out_dir: Path
     commit: str | None
     tokenizer: SubwordTokenizer | None = None
     loader: BatchLoader | None = None
@@ -193,6 +180,7 @@ class RunState:
     evals: list = dataclasses.field(default_factory=list)
     train_seconds: float = 0.0
     n_params: int = 0
+    results: dict = dataclasses.field(default_factory=dict)
 
     @property
     def is_main(self) -> bool:
@@ -200,11 +188,11 @@ class RunState:
 
     @property
     def ckpt_path(self) -> Path:
-        return self.out / "checkpoint.pt"
+        return self.out_dir / "checkpoint.pt"
 
     @property
     def tok_path(self) -> Path:
-        return self.out / "tokenizer.json"
+        return self.out_dir / "tokenizer.json"
 
     @property
     def steps_per_epoch(self) -> int:
@@ -219,25 +207,9 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     evaluates, logs and writes files. Bad input (config, device, data, checkpoint) raises before
     anything is written.
     """
-    state = prepare(recipe, resume)
-    fit(state)
-    return finalize(state)
+    return finalize(fit(prepare(recipe, resume)))
 
 # %% ../notebooks/18_capstone.ipynb #8de777c1
-def check_resume(recipe: Recipe, ckpt: dict, path: Path) -> None:
-    """CheckpointError unless the checkpoint's recipe agrees with `recipe` on every `resume_keys()` field
-    (a field the checkpoint predates counts as its default)."""
-    saved = (ckpt.get("extra") or {}).get("recipe")
-    if not isinstance(saved, dict):
-        raise CheckpointError(f"checkpoint {path} holds no recipe: it was not written by transformer_lib.train")
-    defaults = Recipe()
-    diff = [f"{k}: {saved.get(k, getattr(defaults, k))!r} in the checkpoint, {getattr(recipe, k)!r} now"
-            for k in resume_keys() if saved.get(k, getattr(defaults, k)) != getattr(recipe, k)]
-    if diff:
-        raise CheckpointError(f"checkpoint {path} comes from an incompatible recipe ({'; '.join(diff)}); "
-                              "resume with the same settings or start a new --out-dir")
-
-
 def _read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, dict]:
     "Every check before the first write: the checkpoint (when resuming) and the three data splits."
     ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
@@ -255,7 +227,7 @@ def _read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, 
     return ckpt, text
 
 
-def _prepare_data(s: RunState, text: dict, new_run: bool) -> list:
+def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     "Tokenizer (trained on the training split only, saved next to the checkpoint) and batches."
     r = s.recipe
     tokenizer = None
@@ -274,14 +246,14 @@ def _prepare_data(s: RunState, text: dict, new_run: bool) -> list:
     return train_ids + val_ids
 
 
-def budget_progress(s: RunState, updates: int) -> float:
+def budget_progress(s: RunResult, updates: int) -> float:
     "The budget schedule's progress: the fraction of the time or of the update budget used, the larger."
     r = s.recipe
     used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
     return max(used, updates / r.max_steps if r.max_steps else 0.0)
 
 
-def make_schedule(s: RunState) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+def make_schedule(s: RunResult) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     "The paper's Adam with the recipe's schedule: eq. (3) rescaled to peak_lr, or the budget schedule."
     r = s.recipe
     if r.schedule == "budget":
@@ -291,7 +263,7 @@ def make_schedule(s: RunState) -> tuple[torch.optim.Optimizer, torch.optim.lr_sc
     return optimizer, WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
 
 
-def _prepare_model(s: RunState, all_ids: list, ckpt: dict | None) -> None:
+def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
     "Model, loss, optimiser and schedule (identical initial weights on every process), restored when resuming."
     r, vocab = s.recipe, s.tokenizer.vocab_size
     torch.manual_seed(r.seed)
@@ -321,18 +293,17 @@ def _prepare_model(s: RunState, all_ids: list, ckpt: dict | None) -> None:
     s.clock = TrainingClock(s.device, start_s=s.train_seconds)    # training seconds; paused for evaluation
 
 
-def prepare(recipe: Recipe, resume: bool = False) -> RunState:
+def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
     """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
     validate_recipe(recipe)
     rank, world_size, local_rank = dist_env()
     device = device_for(pick_device(recipe.device), local_rank, world_size)
-    s = RunState(recipe, device, rank, world_size, autocast_dtype(device, "auto") if recipe.amp else None,
+    s = RunResult(recipe, device, rank, world_size, autocast_dtype(device, "auto") if recipe.amp else None,
                  Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit lands mid-run
-    ckpt, text = _read_inputs(recipe, s.out, resume)
+    ckpt, text = _read_inputs(recipe, s.out_dir, resume)
     init_distributed(device, world_size)
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     all_ids = _prepare_data(s, text, new_run=ckpt is None)
     _prepare_model(s, all_ids, ckpt)
     if s.steps_per_epoch == 0:
@@ -340,7 +311,7 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunState:
     return s
 
 # %% ../notebooks/18_capstone.ipynb #8d2fa203
-def evaluate(s: RunState, epoch: int, beam: bool) -> dict:
+def evaluate(s: RunResult, epoch: int, beam: bool) -> dict:
     "Validation loss and BLEU (greedy, and beam when `beam`) of the model now."
     r = s.recipe
     rec = {"step": s.step, "epoch": epoch, "elapsed_s": s.clock(),
@@ -351,22 +322,14 @@ def evaluate(s: RunState, epoch: int, beam: bool) -> dict:
     return rec
 
 
-def save(s: RunState, epoch_done: bool) -> None:
+def save(s: RunResult, epoch_done: bool) -> None:
     "The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds."
     save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step,
                     extra={"recipe": asdict(s.recipe), "history": s.history, "evals": s.evals,
                            "train_seconds": s.clock(), "epoch_done": epoch_done})
 
 
-def _snapshot(s: RunState, epoch: int) -> None:
-    "Model-only snapshot at the end of an epoch, for checkpoint averaging; keeps the last `average_last`."
-    snap_dir = s.out / "snapshots"
-    save_checkpoint(snap_dir / f"epoch_{epoch:04d}.pt", s.model)
-    for old in sorted(snap_dir.glob("epoch_*.pt"))[:-s.recipe.average_last]:
-        old.unlink()
-
-
-def after_step(s: RunState, limit_steps: float, step: int) -> None:
+def after_step(s: RunResult, limit_steps: float, step: int) -> None:
     "`train`'s callback, on every process after every update: checkpoints, snapshots, evaluation."
     r, s.step = s.recipe, step
     if step % r.checkpoint_every == 0 and s.is_main:
@@ -376,8 +339,10 @@ def after_step(s: RunState, limit_steps: float, step: int) -> None:
         return
     epoch = step // s.steps_per_epoch - 1
     with s.clock.paused():
-        if s.is_main and r.average_last > 1:
-            _snapshot(s, epoch)
+        if s.is_main and r.average_last > 1:         # a model-only snapshot for averaging; keep the last N
+            save_checkpoint(s.out_dir / "snapshots" / f"epoch_{epoch:04d}.pt", s.model)
+            for old in sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[:-r.average_last]:
+                old.unlink()
         if s.is_main and r.eval_every and (epoch + 1) % r.eval_every == 0 and step < limit_steps:
             s.evals.append(evaluate(s, epoch, r.eval_beam))
             e = s.evals[-1]
@@ -386,7 +351,7 @@ def after_step(s: RunState, limit_steps: float, step: int) -> None:
         barrier(s.world_size)                     # the others wait for process 0's evaluation
 
 
-def fit(s: RunState) -> None:
+def fit(s: RunResult) -> RunResult:
     """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
     limit_steps = min(r.max_steps or math.inf, r.epochs * s.steps_per_epoch or math.inf)
@@ -396,15 +361,16 @@ def fit(s: RunState) -> None:
           device=s.device, amp=s.amp_dtype, log_every=r.log_every, progress=s.is_main and r.progress,
           callback=partial(after_step, s, limit_steps), clock=s.clock, prefetch=prefetch, history=s.history)
     s.train_seconds = s.clock.stop()              # what follows (evaluation, saving) is not training
+    return s
 
 # %% ../notebooks/18_capstone.ipynb #84f16596
-def choose_weights(s: RunState) -> str:
+def choose_weights(s: RunResult) -> str:
     """Evaluate the last weights and, with two or more epoch snapshots, their average; keep the
     better on validation BLEU (never the test set). Returns which weights the model now holds."""
     final = evaluate(s, s.step // s.steps_per_epoch, beam=False)
     final["weights"] = "last"
     s.evals.append(final)
-    snaps = sorted((s.out / "snapshots").glob("epoch_*.pt")) if s.recipe.average_last > 1 else []
+    snaps = sorted((s.out_dir / "snapshots").glob("epoch_*.pt")) if s.recipe.average_last > 1 else []
     if len(snaps) < 2:
         return "last"
     last_state = {k: v.clone() for k, v in s.model.state_dict().items()}
@@ -418,7 +384,7 @@ def choose_weights(s: RunState) -> str:
     return "last"
 
 
-def results_record(s: RunState, chosen: str, test_greedy: dict, test_beam: dict) -> dict:
+def results_record(s: RunResult, chosen: str, test_greedy: dict, test_beam: dict) -> dict:
     "The results record: provenance, the recipe (flat keys), speed, validation and test BLEU."
     r, history = s.recipe, s.history
     val_final = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
@@ -438,26 +404,26 @@ def results_record(s: RunState, chosen: str, test_greedy: dict, test_beam: dict)
     }
 
 
-def finalize(s: RunState) -> RunResult:
+def finalize(s: RunResult) -> RunResult:
     """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run (process 0)."""
-    r, results = s.recipe, {}
+    r, results = s.recipe, s.results
     if s.world_size > 1:                             # the DDP guarantee, checked: same weights everywhere
         results["max_weight_diff_across_processes"] = max_weight_diff(s.model, s.world_size)
     if s.is_main:
         save(s, epoch_done=s.step % s.steps_per_epoch == 0)
         chosen = choose_weights(s)
-        save_checkpoint(s.out / "model.pt", s.model, extra={"weights": chosen, "tokenizer": s.tok_path.name})
+        save_checkpoint(s.out_dir / "model.pt", s.model, extra={"weights": chosen, "tokenizer": s.tok_path.name})
         test = [timed_bleu(s.model, s.tokenizer, s.test_pairs, beam_size=k, alpha=r.length_penalty,
                            device=s.device, amp_dtype=s.amp_dtype) for k in (1, r.beam_size)]
         results.update(results_record(s, chosen, *test))
-        write_json(s.out / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
-        write_json(s.out / "translations.json", [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
+        write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
+        write_json(s.out_dir / "translations.json", [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
                                                   in zip(s.test_pairs, test[0]["hypotheses"], test[1]["hypotheses"])],
                    indent=1)
-        write_json(Path(r.results) if r.results else s.out / "results.json", results)
+        write_json(Path(r.results) if r.results else s.out_dir / "results.json", results)
     barrier(s.world_size)
     s.model.check_inputs = True                      # whoever uses the model next gets the checks back
-    return RunResult(r, s.model, s.tokenizer, s.history, s.evals, results, s.out)
+    return s
 
 # %% ../notebooks/18_capstone.ipynb #721f5b1d
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ try:
 except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
     raise ModuleNotFoundError(f'transformer_lib.training needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
-from .engineering import TrainingClock, sum_across_processes, to_device, world_size
+from .engineering import LogWindow, TrainingClock, to_device, world_size
 
 # %% auto #0
 __all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
@@ -260,8 +260,7 @@ def autocast(device: str | torch.device, amp_dtype: torch.dtype | None):
 
 @contextlib.contextmanager
 def evaluating(model: nn.Module) -> Iterator[nn.Module]:
-    """Eval mode (no dropout) and no gradients inside the `with` block; the model's mode is restored
-    afterwards, also when the block raises."""
+    """Eval mode, no gradients inside the `with` block; the model's mode is restored after it, even on error."""
     was_training = model.training
     model.eval()
     try:
@@ -324,36 +323,6 @@ def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *, dev
     return total / max(n, 1)
 
 # %% ../notebooks/13_training.ipynb #718c8f58
-class _LogWindow:
-    """Loss and target tokens since the last log record; `record` turns them into one."""
-
-    def __init__(self, clock: TrainingClock, device: torch.device, budget: float):
-        self.clock, self.device, self.budget = clock, device, budget
-        self.reset(clock())
-
-    def reset(self, now: float) -> None:
-        self.loss, self.n, self.tokens, self.start = torch.zeros((), device=self.device), 0, 0, now
-
-    def add(self, loss: torch.Tensor, n_tokens: int) -> None:
-        self.loss += loss
-        self.n += 1
-        self.tokens += n_tokens
-
-    def record(self, step: int, epoch: int, lr: float, grad_norm) -> tuple[dict, bool]:
-        """The record of this window (sums over all processes under DDP) and whether time is up."""
-        now = self.clock()
-        loss_sum, n, n_tokens, out_of_time = sum_across_processes(
-            [self.loss.item(), self.n, self.tokens, float(now >= self.budget)], self.device)
-        record = {"step": step, "epoch": epoch, "loss": loss_sum / n, "lr": lr, "tokens": int(n_tokens),
-                  "tokens_per_s": n_tokens / max(now - self.start, 1e-9),
-                  "grad_norm": None if grad_norm is None else float(grad_norm), "elapsed_s": now}
-        if not math.isfinite(record["loss"]):
-            raise FloatingPointError(f"loss became {record['loss']} at step {step}; lower the learning "
-                                     "rate, lengthen the warm-up or enable clip_grad_norm")
-        self.reset(now)
-        return record, out_of_time > 0
-
-
 def _epoch_batches(loader: Iterable, step: int, steps_per_epoch: int | None) -> tuple[int, Iterator]:
     """(epoch, its batches from the one after `step` on); a loader without len() is one endless epoch."""
     epoch, offset = divmod(step, steps_per_epoch) if steps_per_epoch else (0, step)
@@ -378,7 +347,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     after moving the model to its device. `callback(step)` runs after every update. Every
     `log_every` steps a record {step, epoch, loss (mean since the last record), lr, tokens,
     tokens_per_s, grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list).
-    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A3.
+    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A4 (engineering).
     """
     if max_steps is None and time_budget_s is None:
         raise ValueError("give max_steps or time_budget_s (or both): with neither, training would never stop")
@@ -396,10 +365,9 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     history = [] if history is None else history
     limit = math.inf if max_steps is None else max_steps
     budget = math.inf if time_budget_s is None else time_budget_s
-    # The clock is free to read on one CPU process; elsewhere only at log records (appendix A3).
     check_every = 1 if device.type == "cpu" and world_size() == 1 else log_every
     bar = tqdm(total=max_steps, initial=start_step, disable=not progress, unit="step", mininterval=0.5)
-    window, step, stop = _LogWindow(clock, device, budget), start_step, False
+    window, step, stop = LogWindow(clock, device, budget), start_step, False
     try:
         while step < limit and not stop:
             epoch, batches = _epoch_batches(loader, step, steps_per_epoch)
