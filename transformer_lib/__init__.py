@@ -71,6 +71,7 @@ _LAZY = {
     "load_tiny_shakespeare": "data",
     "load_tatoeba_fra_eng": "data",
     "DataError": "data",
+    "load_translator": "data",
 }
 # What a lazily loaded module imports beyond torch, from which extra: importing the module without
 # it raises an ImportError that says `pip install "transformer-lib[EXTRA]"`.

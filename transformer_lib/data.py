@@ -14,9 +14,14 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from .model import Transformer, TransformerConfig
+
 # %% auto #0
-__all__ = ['ENV_VAR', 'MANIFEST', 'MULTI30K_SPLITS', 'DataError', 'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch',
-           'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng']
+__all__ = ['ENV_VAR', 'MANIFEST', 'MULTI30K_SPLITS', 'TRANSLATOR_NAME', 'TRANSLATOR_FORMAT', 'DataError', 'DataFile',
+           'resolve_data_dir', 'sha256_of', 'fetch', 'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng',
+           'save_translator', 'load_translator']
 
 # %% ../notebooks/A2_data.ipynb #777e445e
 ENV_VAR = "TRANSFORMER_LIB_DATA"
@@ -44,6 +49,9 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     DataFile("multi30k/test_2016_flickr.en.gz", "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", _M30K + "test_2016_flickr.en.gz"),
     DataFile("tinyshakespeare/input.txt", "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
              "https://raw.githubusercontent.com/karpathy/char-rnn/6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare/input.txt"),
+    # The translator trained in chapter 18 (appendix section "A trained translator"), from the book's repository.
+    DataFile("pretrained/multi30k-de-en-cpu.pt", "SHA_TO_FILL",
+             "https://raw.githubusercontent.com/attention-derived/attention-derived/main/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip", "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/4f3f8eb0adde54fcc8b89394336b002e7961244c/fra-eng.zip"),
 ]}
@@ -147,3 +155,84 @@ def load_tatoeba_fra_eng(data_dir: str | os.PathLike | None = None,
     with zipfile.ZipFile(fetch("tatoeba_fra_eng/fra-eng.zip", data_dir, download)) as z:
         text = z.read("fra.txt").decode("utf-8")
     return [tuple(line.split("\t")[:2]) for line in text.splitlines() if line]
+
+# %% ../notebooks/A2_data.ipynb #9195238f
+TRANSLATOR_NAME = "pretrained/multi30k-de-en-cpu.pt"   # a key of data.MANIFEST: path, SHA-256 and URL
+TRANSLATOR_FORMAT = 1
+
+
+def save_translator(path: str | os.PathLike, model: Transformer, tokenizer, info: dict | None = None,
+                    dtype: torch.dtype = torch.float16) -> Path:
+    """Write a trained `Transformer` and its tokenizer to one file that `load_translator` reads.
+
+    Weights are stored in `dtype` (float16 halves the file; the book's figures are computed from
+    the stored weights) and a matrix shared by several names (tied embeddings, §3.4) is stored
+    once. `info` holds plain values (str, int, float, bool) describing the run. Loading needs
+    no pickled Python objects (`torch.load(weights_only=True)`).
+    """
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be a transformer_lib Transformer, got {type(model).__name__}")
+    info = dict(info or {})
+    bad = {k: type(v).__name__ for k, v in info.items() if not isinstance(v, (str, int, float, bool))}
+    if bad:
+        raise TypeError(f"info values must be str, int, float or bool; got {bad}")
+    weights, aliases, seen = {}, {}, {}
+    for name, tensor in model.state_dict().items():
+        key = (tensor.data_ptr(), tuple(tensor.shape))
+        if key in seen:                                    # a tied matrix: store it once
+            aliases[name] = seen[key]
+            continue
+        seen[key] = name
+        weights[name] = tensor.detach().to("cpu", dtype if tensor.is_floating_point() else tensor.dtype).clone()
+    blob = {"format": TRANSLATOR_FORMAT, "config": dict(vars(model.config)), "weights": weights,
+            "aliases": aliases, "tokenizer": tokenizer.tokenizer.to_str(), "info": info}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        torch.save(blob, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+# %% ../notebooks/A2_data.ipynb #b3ccaf6f
+def _shipped_copy() -> Path | None:
+    "The translator file in a checkout of the book's repository, if this package runs from one."
+    path = Path(__file__).resolve().parents[1] / TRANSLATOR_NAME
+    return path if path.is_file() else None
+
+
+def load_translator(path: str | os.PathLike | None = None, *, download: bool = True,
+                    dtype: torch.dtype = torch.float32) -> tuple[Transformer, object, dict]:
+    """The trained German→English translator of chapter 18: `(model, tokenizer, info)`, model in eval mode.
+
+    `path` None means the book's translator: the copy in the repository checkout when there is one,
+    else the data directory (`TRANSFORMER_LIB_DATA` or the user cache), downloading it there when
+    allowed; its SHA-256 is checked either way. Weights are converted to `dtype`.
+    """
+    from transformer_lib.data import MANIFEST
+    from transformer_lib.text import SubwordTokenizer
+
+    if path is None:
+        path = _shipped_copy()
+        if path is not None and sha256_of(path) != MANIFEST[TRANSLATOR_NAME].sha256:
+            raise DataError(f"{path} does not have the SHA-256 listed for {TRANSLATOR_NAME}: "
+                            "the file is corrupt or from another run")
+        path = path or fetch(TRANSLATOR_NAME, download=download)
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"translator file {path} does not exist")
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ValueError(f"{path} is not a translator file written by save_translator ({e})") from e
+    if not isinstance(blob, dict) or blob.get("format") != TRANSLATOR_FORMAT:
+        raise ValueError(f"{path} is not a translator file of format {TRANSLATOR_FORMAT}")
+    model = Transformer(TransformerConfig(**blob["config"]))
+    state = {name: t.to(dtype) if t.is_floating_point() else t for name, t in blob["weights"].items()}
+    state.update({alias: state[name] for alias, name in blob["aliases"].items()})
+    model.load_state_dict(state)
+    from tokenizers import Tokenizer
+    tokenizer = SubwordTokenizer(Tokenizer.from_str(blob["tokenizer"]))
+    return model.eval(), tokenizer, dict(blob["info"])
