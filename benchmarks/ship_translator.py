@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main(run_dir: str, record_path: str) -> None:
-    run_dir, record_path = Path(run_dir), Path(record_path)
+    run_dir, record_path = Path(run_dir), Path(record_path).resolve()
     record = json.loads(record_path.read_text())
     ckpt = read_checkpoint(run_dir / "model.pt")
     model = Transformer(TransformerConfig(**ckpt["config"]))
