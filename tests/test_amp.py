@@ -111,7 +111,7 @@ def test_train_makes_a_scaler_for_float16(monkeypatch, amp, wants_scaler):
 
 
 def test_capstone_on_a_t4_trains_in_float16_with_a_scaler_and_eagerly(gpu, monkeypatch):
-    """The capstone's run() takes `autocast_dtype(device, "auto")` and skips torch.compile where
+    """The capstone's run() takes `amp_settings(device, cpu_bf16=True)` and skips torch.compile where
     `amp_settings` says so; on a mocked T4 that is float16, which `train` pairs with a scaler."""
     import importlib
     import inspect
@@ -120,8 +120,9 @@ def test_capstone_on_a_t4_trains_in_float16_with_a_scaler_and_eagerly(gpu, monke
 
     gpu((7, 5))
     source = inspect.getsource(capstone.prepare) + inspect.getsource(capstone._prepare_model)   # run's first stage
-    assert 'autocast_dtype(device, "auto")' in source and "amp_settings(s.device)[2]" in source
-    assert capstone.autocast_dtype(CUDA, "auto") is torch.float16 and capstone.amp_settings(CUDA)[2] is False
+    assert "amp_settings(device, cpu_bf16=True)[0]" in source and "amp_settings(s.device)[2]" in source
+    assert capstone.amp_settings(CUDA, cpu_bf16=True)[:2] == (torch.float16, True)      # the GPU ignores cpu_bf16
+    assert capstone.amp_settings(CUDA)[2] is False
 
 
 def test_exercise_3_char_model_scales_float16(monkeypatch):
@@ -149,3 +150,42 @@ def test_exercise_3_char_model_scales_float16(monkeypatch):
                                     log=None)
         assert len(made) == (amp is torch.float16)
     assert made[0].steps == 2
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_cpu_bf16_only_when_asked_and_native(monkeypatch, native):
+    monkeypatch.setattr(training, "cpu_has_native_bf16", lambda: native)
+    cpu = torch.device("cpu")
+    assert amp_settings(cpu) == (None, False, True)                  # "auto" stays float32 on every CPU
+    assert autocast_dtype(cpu, "auto") is None
+    assert amp_settings(cpu, cpu_bf16=True) == ((torch.bfloat16 if native else None), False, True)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ("fpu sse avx2 avx512f avx512_bf16 avx512_vnni", True),          # AMD Zen 4, Intel Cooper Lake
+    ("fpu sse avx2 avx512f amx_bf16 amx_tile", True),                # Intel Sapphire Rapids
+    ("fpu sse avx2 avx512f avx512bw avx512_vnni", False),            # AVX-512 without bf16: emulated
+    ("fpu sse avx2", False),
+])
+def test_cpu_has_native_bf16_reads_the_cpu_flags(monkeypatch, tmp_path, flags, expected):
+    from transformer_lib import benchmarking
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor\t: 0\nmodel name\t: some CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+    real_open = open
+    monkeypatch.setattr(benchmarking, "open", lambda path, *a, **k: real_open(info if path == "/proc/cpuinfo" else path,
+                                                                                *a, **k), raising=False)
+    assert benchmarking.cpu_has_native_bf16() is expected
+
+
+def test_cpu_has_native_bf16_without_proc_cpuinfo(monkeypatch):
+    from transformer_lib import benchmarking
+
+    def no_file(*args, **kwargs):
+        raise FileNotFoundError("/proc/cpuinfo")
+    monkeypatch.setattr(benchmarking, "open", no_file, raising=False)
+    assert benchmarking.cpu_has_native_bf16() is False
+
+
+def test_the_cpu_recipe_asks_for_mixed_precision_and_the_tiny_one_does_not():
+    from transformer_lib.recipe import preset
+    assert preset("cpu-30min").amp is True and preset("cpu-tiny").amp is False

@@ -17,8 +17,8 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 # %% auto #0
-__all__ = ['default_device', 'device_name', 'synchronize', 'Timings', 'time_interleaved', 'matmul_flops_per_s', 'count_flops',
-           'LiveTensorMemory', 'peak_memory', 'format_table']
+__all__ = ['default_device', 'device_name', 'cpu_has_native_bf16', 'synchronize', 'Timings', 'time_interleaved',
+           'matmul_flops_per_s', 'count_flops', 'LiveTensorMemory', 'peak_memory', 'format_table']
 
 # %% ../notebooks/A3_benchmarking.ipynb #e5afe502
 def default_device() -> torch.device:
@@ -33,6 +33,18 @@ def device_name(device: torch.device | str) -> str:
         return torch.cuda.get_device_name(device)
     n = torch.get_num_threads()
     return f"CPU ({platform.machine() or 'unknown architecture'}, {n} thread{'' if n == 1 else 's'})"
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU has bfloat16 matrix instructions (x86 AVX-512 BF16 or AMX, read from
+    /proc/cpuinfo). There a bfloat16 matmul runs about twice as fast as a float32 one; on other CPUs
+    bfloat16 is emulated and mixed precision would only slow training down."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:                       # not Linux: no reliable way to tell, so say no
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
 def synchronize(device: torch.device | str) -> None:

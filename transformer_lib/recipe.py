@@ -64,7 +64,7 @@ class Recipe:
     # --- system ---
     seed: int = 0
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1"
-    amp: bool = True              # mixed precision on CUDA: bf16, or float16 + loss scaling below compute capability 8.0
+    amp: bool = True              # mixed precision: bf16 on 8.0+ GPUs and bf16-capable CPUs, float16 + scaling on older GPUs
     compile: bool = False         # torch.compile the model (with fixed_shapes: a handful of shapes); skipped below 8.0
     out_dir: str = "runs/multi30k"
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
@@ -83,11 +83,11 @@ PRESETS: dict[str, dict] = {
     "cpu-tiny": dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1, attn_dropout=0.0, ffn_dropout=0.0,
                      vocab_size=1000, batch_tokens=2000, peak_lr=3e-3, warmup_steps=50, time_budget_s=30.0,
                      epochs=20, average_last=1, checkpoint_every=500, eval_every=0, eval_sentences=100,
-                     test_sentences=100, log_every=5, device="cpu", out_dir="runs/cpu-tiny"),
+                     test_sentences=100, log_every=5, device="cpu", amp=False, out_dir="runs/cpu-tiny"),
     "cpu-30min": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1, attn_dropout=0.1, ffn_dropout=0.1,
                       norm_first=True, batch_tokens=1024, bucket=1, peak_lr=2e-3, warmup_steps=100,
                       schedule="budget", decay_start=0.5, average_last=1, time_budget_s=1797.0,
-                      eval_every=0, device="cpu", amp=False, out_dir="runs/cpu-30min"),
+                      eval_every=0, device="cpu", amp=True, out_dir="runs/cpu-30min"),
 }
 
 # Fields that only say how long to train, how to evaluate and where things go: a run may resume

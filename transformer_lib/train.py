@@ -51,7 +51,6 @@ from transformer_lib.training import (
     BatchLoader,
     amp_settings,
     autocast,
-    autocast_dtype,
     evaluate_loss,
     pad_sequences,
     pick_device,
@@ -298,7 +297,7 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
     validate_recipe(recipe)
     rank, world_size, local_rank = dist_env()
     device = device_for(pick_device(recipe.device), local_rank, world_size)
-    s = RunResult(recipe, device, rank, world_size, autocast_dtype(device, "auto") if recipe.amp else None,
+    s = RunResult(recipe, device, rank, world_size, amp_settings(device, cpu_bf16=True)[0] if recipe.amp else None,
                  Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit lands mid-run
     ckpt, text = _read_inputs(recipe, s.out_dir, resume)
     init_distributed(device, world_size)

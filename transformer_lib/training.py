@@ -18,6 +18,7 @@ try:
 except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
     raise ModuleNotFoundError(f'transformer_lib.training needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
+from .benchmarking import cpu_has_native_bf16
 from .engineering import LogWindow, TrainingClock, to_device, world_size
 
 # %% auto #0
@@ -226,18 +227,16 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return device
 
 
-def amp_settings(device: str | torch.device) -> tuple[torch.dtype | None, bool, bool]:
+def amp_settings(device: str | torch.device, cpu_bf16: bool = False) -> tuple[torch.dtype | None, bool, bool]:
     """Mixed precision for `device`: (autocast dtype, use a gradient scaler, torch.compile works there).
-
-    A GPU of compute capability 8.0 or more (A100, H100, RTX 30xx and later): bfloat16, no scaler,
-    compiled. Below 8.0, e.g. the T4 (7.5) of free Colab, bfloat16 is only emulated and Triton
-    (torch.compile's GPU compiler) cannot compile bfloat16 kernels: float16 with a
-    `torch.amp.GradScaler` (float16's narrow range underflows small gradients), and no compilation.
-    The CPU: float32 (None), no scaler; compilation works.
-    """
+    A GPU of compute capability 8.0+ (A100, H100, RTX 30xx and later): bfloat16, no scaler, compiled. Below
+    8.0, e.g. the T4 (7.5) of free Colab, bfloat16 is only emulated and Triton (torch.compile's GPU compiler)
+    cannot compile it: float16 with a `torch.amp.GradScaler` (float16's narrow range underflows small
+    gradients), not compiled. The CPU: float32 (None), no scaler, compiled; with `cpu_bf16=True` (the
+    capstone's `amp`) bfloat16 where the CPU has bfloat16 instructions (`cpu_has_native_bf16`, appendix A3)."""
     device = torch.device(device)
     if device.type != "cuda":
-        return None, False, True
+        return (torch.bfloat16 if cpu_bf16 and cpu_has_native_bf16() else None), False, True
     if torch.cuda.get_device_capability(device) >= (8, 0):
         return torch.bfloat16, False, True
     return torch.float16, True, False
