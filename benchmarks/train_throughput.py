@@ -1,14 +1,30 @@
 """Training throughput: transformer_lib's Transformer vs torch.nn.Transformer, side by side in one run.
 
-Both models have the same size (embeddings shared between source, target and output, sinusoidal
-positions, post-LN unless --norm-first) and train on the *same* list of Multi30k batches: joint
-BPE, token-count batches padded to bucketed shapes (`training.BatchLoader.by_tokens` with fixed shapes), so
-`torch.compile` sees a handful of shapes and compiles each once before timing starts. bf16
-autocast on CUDA. Prints target tokens/s for each model, the ratio, and model FLOPs utilisation
-(MFU) against the device's peak dense bf16 throughput.
+Both models have the same size (embeddings shared between source, target and output and initialised
+alike, sinusoidal positions, post-LN unless --norm-first) and train on the *same* list of Multi30k
+batches: joint BPE, token-count batches (`training.BatchLoader.by_tokens`, padded to bucketed shapes
+unless the preset says otherwise), so that `torch.compile` sees a handful of shapes and compiles each
+once before timing starts. Timed steps run in alternating rounds (A B C D, D C B A, ...), so drift
+in the machine's speed hits every model alike.
 
-  GPU (what the capstone targets):  python benchmarks/train_throughput.py
-  CPU smoke test:                   python benchmarks/train_throughput.py --tiny
+What runs, each model with its own optimizer (the "runners"):
+
+* GPU: ours and nn.Transformer, both with bf16 autocast and torch.compile (as before).
+* CPU: (i) ours as the capstone runs it (the recipe's precision: bfloat16 autocast where
+  `amp_settings(device, cpu_bf16=True)` says the CPU has bf16 instructions), (ii) nn.Transformer as a
+  user would write it (eager float32); where (i) is bfloat16 also (iii) ours in eager float32 and
+  (iv) nn.Transformer under the same bf16 autocast, so that the precision and the implementation
+  can be told apart. Ratios per round: (i)/(ii) "as_run", (iii)/(ii) "same_precision" (eager vs
+  eager) and (i)/(iv) "both_bf16".
+
+Prints target tokens/s for each runner, the ratios with their per-round median, min and max, and
+the fraction of the ceiling each reaches: on the CPU a plain 2048^3 matmul in the runner's
+precision (`matmul_flops_per_s`, measured in every round of the same run, median); on a GPU the
+device's peak dense bf16 throughput (MFU).
+
+  CPU recipe of chapter 18:  python benchmarks/train_throughput.py --preset cpu-30min --device cpu --json out.json
+  GPU (compiled, bf16):      python benchmarks/train_throughput.py
+  smoke test (seconds):      python benchmarks/train_throughput.py --preset cpu-30min --tiny
 
 Masks: each model as it is normally used. nn.Transformer gets source and target key padding masks
 and the causal mask (tgt_is_causal=True, so it neither inspects the mask nor breaks the compiled
@@ -17,9 +33,10 @@ right-padded, so target padding changes nothing at real positions; chapter 11). 
 the token ids are range-checked once up front and the per-call checks of our model and of the loss
 (each a host sync on a GPU) are off.
 
-Nothing here is a timed test; the figures printed are the measurement. MFU counts the matrix
+Nothing here is a timed test; the figures printed are the measurement. FLOPs count the matrix
 products of the padded batch shapes (attention over the full L x L, causal or not), times 3 for
-forward + backward; filler rows and padding are counted, so MFU is an upper bound on useful work.
+forward + backward; filler rows and padding are counted, so the fractions are upper bounds on
+useful work.
 """
 from __future__ import annotations
 
@@ -35,13 +52,14 @@ from torch import nn
 
 from transformer_lib.benchmarking import device_name, matmul_flops_per_s
 from transformer_lib.data import load_multi30k
+from transformer_lib.engineering import git_commit, provenance
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss, paper_adam
 from transformer_lib.positional import PositionalEncoding
-from transformer_lib.recipe import Recipe
+from transformer_lib.recipe import Recipe, preset
 from transformer_lib.text import train_joint_tokenizer
 from transformer_lib.train import build_model, check_token_ids, encode_pairs
-from transformer_lib.training import BatchLoader
+from transformer_lib.training import BatchLoader, amp_settings, autocast
 
 # Dense bf16 peak (no sparsity) by device name. Add a device with --peak-tflops.
 PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0), ("A100", 312.0)]
@@ -51,7 +69,7 @@ def peak_flops(device: torch.device, override: float | None) -> tuple[float | No
     if override:
         return override * 1e12, f"{override:g} TFLOP/s (--peak-tflops)"
     if device.type != "cuda":
-        return None, "n/a on the CPU (give --peak-tflops to compute MFU)"
+        return None, "n/a on the CPU (the ceiling is the measured matmul below)"
     name = torch.cuda.get_device_name(device)
     for key, tflops in PEAK_TFLOPS:
         if key in name:
@@ -60,27 +78,51 @@ def peak_flops(device: torch.device, override: float | None) -> tuple[float | No
 
 
 class TorchReference(nn.Module):
-    """nn.Transformer (batch_first) with the same embeddings, positions and tied output as ours."""
+    """nn.Transformer (batch_first) with the same embeddings, positions and tied output as ours.
+
+    The shared embedding is initialised like ours (normal, std d_model^-1/2; chapter 11): with
+    nn.Embedding's default std 1, tied to the output layer, the first logits are ~sqrt(d_model) times
+    too large. `encode` and `decode` let chapter 15's `greedy_decode` and `beam_search` translate with
+    it; nn.Transformer has no KV cache, so `cache` only keeps the prefix and every step re-reads it.
+    """
 
     def __init__(self, vocab: int, d_model: int, n_heads: int, n_layers: int, d_ff: int, dropout: float,
                  norm_first: bool, pad_id: int = 0, max_len: int = 256):
         super().__init__()
         self.d_model, self.pad_id = d_model, pad_id
         self.embed = nn.Embedding(vocab, d_model)
+        nn.init.normal_(self.embed.weight, std=d_model ** -0.5)
         self.pos = PositionalEncoding(d_model, max_len, dropout)
         self.core = nn.Transformer(d_model, n_heads, n_layers, n_layers, d_ff, dropout, batch_first=True,
                                    norm_first=norm_first)
         self.out = nn.Linear(d_model, vocab, bias=False)
         self.out.weight = self.embed.weight
 
+    def _embed(self, tokens):                                              # (B, L) -> (B, L, d_model)
+        return self.pos(self.embed(tokens) * math.sqrt(self.d_model))
+
     def forward(self, src, tgt):
         src_pad, tgt_pad = src == self.pad_id, tgt == self.pad_id          # True = padding (PyTorch's convention)
-        causal = torch.ones(tgt.shape[1], tgt.shape[1], dtype=torch.bool, device=tgt.device).triu(1)
-        h = self.core(self.pos(self.embed(src) * math.sqrt(self.d_model)),
-                      self.pos(self.embed(tgt) * math.sqrt(self.d_model)),
-                      tgt_mask=causal, src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+        h = self.core(self._embed(src), self._embed(tgt), tgt_mask=_causal(tgt.shape[1], tgt.device),
+                      src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
                       memory_key_padding_mask=src_pad, tgt_is_causal=True)   # no mask inspection, no graph break
         return self.out(h)
+
+    def encode(self, src, src_mask=None):                                  # (B, S) -> (B, S, d_model)
+        return self.core.encoder(self._embed(src), src_key_padding_mask=src == self.pad_id)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask=None, cache=None):
+        """Logits (B, new, V) of the `new` = tgt.shape[1] last positions; `src_mask` (B, 1, 1, S), True = attend."""
+        new = tgt.shape[1]
+        if cache is not None:                                              # the prefix so far, then the new tokens
+            tgt = cache["prefix"] = torch.cat([cache["prefix"], tgt], 1) if "prefix" in cache else tgt
+        h = self.core.decoder(self._embed(tgt), memory, tgt_mask=_causal(tgt.shape[1], tgt.device),
+                              memory_key_padding_mask=~src_mask[:, 0, 0], tgt_is_causal=True)
+        return self.out(h[:, -new:])
+
+
+def _causal(n: int, device) -> torch.Tensor:
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)    # True = masked out (PyTorch's convention)
 
 
 def train_flops(B: int, S: int, T: int, d: int, d_ff: int, n_layers: int, vocab: int) -> float:
@@ -92,8 +134,13 @@ def train_flops(B: int, S: int, T: int, d: int, d_ff: int, n_layers: int, vocab:
     return 3.0 * (n_layers * (enc + dec) + 2 * B * T * d * vocab)
 
 
+def precision(dtype: torch.dtype | None) -> str:
+    return "float32" if dtype is None else str(dtype).removeprefix("torch.")
+
+
 class Runner:
-    """One model with its optimizer: `warm_up` compiles every batch shape once, `timed` runs batches."""
+    """One model with its optimizer and autocast dtype: `warm_up` compiles every batch shape once,
+    `timed` runs a block of batches and adds to the totals."""
 
     def __init__(self, name, model, args, device, amp_dtype, vocab):
         self.name, self.device, self.amp_dtype, self.args, self.vocab = name, device, amp_dtype, args, vocab
@@ -106,14 +153,14 @@ class Runner:
         self.loss_fn.check_inputs = False
         if hasattr(self.model, "check_inputs"):
             self.model.check_inputs = False
-        self.seconds, self.tokens, self.flops, self.steps = 0.0, 0, 0.0, 0
+        self.seconds, self.tokens, self.flops, self.steps, self.round_seconds = 0.0, 0, 0.0, 0, []
 
     def sync(self):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
     def step(self, b):
-        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None):
+        with autocast(self.device, self.amp_dtype):
             logits = self.step_fn(b.src, b.tgt_in)
         loss = self.loss_fn(logits.float(), b.tgt_out)
         self.opt.zero_grad(set_to_none=True)
@@ -140,22 +187,26 @@ class Runner:
         for b in batches:
             loss = self.step(b)
         self.sync()
-        self.seconds += time.perf_counter() - t0
+        self.round_seconds.append(time.perf_counter() - t0)
+        self.seconds += self.round_seconds[-1]
         self.loss = loss.item()
         self.steps += len(batches)
         self.tokens += sum(b.n_tokens for b in batches)
         self.flops += sum(train_flops(b.src.shape[0], b.src.shape[1], b.tgt_in.shape[1], a.d_model, a.d_ff,
                                       a.n_layers, self.vocab) for b in batches)
 
-    def summary(self, peak):
-        return {"model": self.name, "parameters": count_parameters(self.model), "steps": self.steps,
-                "seconds": self.seconds, "tokens_per_s": self.tokens / self.seconds,
-                "ms_per_step": 1e3 * self.seconds / self.steps, "flops_per_s": self.flops / self.seconds,
-                "mfu": self.flops / self.seconds / peak if peak else None,
+    def summary(self, peak, ceilings):
+        flops_per_s = self.flops / self.seconds
+        ceiling = ceilings.get(precision(self.amp_dtype))
+        return {"model": self.name, "precision": precision(self.amp_dtype), "compiled": bool(self.args.compile),
+                "parameters": count_parameters(self.model), "steps": self.steps, "seconds": self.seconds,
+                "tokens_per_s": self.tokens / self.seconds, "ms_per_step": 1e3 * self.seconds / self.steps,
+                "flops_per_s": flops_per_s, "mfu": flops_per_s / peak if peak else None,
+                "ceiling_fraction": flops_per_s / ceiling if ceiling else None, "round_seconds": self.round_seconds,
                 "compile_and_warmup_s": self.warmup_s, "distinct_shapes": self.shapes, "final_loss": self.loss}
 
 
-def main(argv=None):
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--n-heads", type=int, default=8)
@@ -172,33 +223,59 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5, help="alternating timed blocks per model")
     p.add_argument("--device", default="auto")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile both models (default: on for CUDA)")
-    p.add_argument("--amp", action=argparse.BooleanOptionalAction, default=True, help="bf16 autocast on CUDA")
+                   help="torch.compile every model (default: on for CUDA)")
+    p.add_argument("--amp", action=argparse.BooleanOptionalAction, default=None,
+                   help="mixed precision for ours as the capstone uses it (default: the recipe's `amp`): bf16 on "
+                        "CUDA (both models), on the CPU bf16 for ours where the CPU has bf16 instructions")
     p.add_argument("--peak-tflops", type=float, default=None)
     p.add_argument("--tiny", action="store_true", help="a seconds-long CPU configuration (smoke test)")
-    p.add_argument("--preset", help="take size, batches and padding from this recipe preset (e.g. cpu-30min); "
-                                    "the other size flags are then ignored")
+    p.add_argument("--preset", help="take size, batches, padding and precision from this recipe preset (e.g. "
+                                    "cpu-30min); the other size flags are then ignored")
     p.add_argument("--json", help="also write the figures to this file")
     args = p.parse_args(argv)
     args.fixed_shapes = True
+    r = preset(args.preset) if args.preset else Recipe()
     if args.preset:                          # the recipe as the capstone runs it
-        from transformer_lib.recipe import preset
-        r = preset(args.preset)
         args.d_model, args.n_heads, args.n_layers, args.d_ff, args.dropout = r.d_model, r.n_heads, r.n_layers, r.d_ff, r.dropout
         args.norm_first, args.vocab_size, args.batch_tokens, args.bucket = r.norm_first, r.vocab_size, r.batch_tokens, r.bucket
         args.fixed_shapes = r.fixed_shapes
+    if args.amp is None:
+        args.amp = r.amp
     if args.tiny:
         args.d_model, args.n_heads, args.n_layers, args.d_ff, args.vocab_size = 64, 4, 2, 128, 1000
         args.batch_tokens, args.train_pairs, args.steps, args.warmup, args.rounds = 1024, 3000, 12, 2, 3
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("error: --device cuda was requested, but CUDA is not available on this machine")
-    if args.compile is None:
-        args.compile = device.type == "cuda"
-    amp_dtype = torch.bfloat16 if args.amp and device.type == "cuda" else None
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
+    return args
 
+
+def runner_specs(args, device) -> list[tuple[str, str, torch.dtype | None]]:
+    """(name, model, autocast dtype) of each runner; the first is ours as the capstone runs it, the
+    second nn.Transformer as a user would write it."""
+    if device.type == "cuda":                           # as before: both bf16 (and compiled, by default)
+        amp = torch.bfloat16 if args.amp else None
+        return [("transformer_lib", "ours", amp), ("nn.Transformer", "torch", amp)]
+    ours = amp_settings(device, cpu_bf16=True)[0] if args.amp else None     # the capstone's choice
+    specs = [("transformer_lib", "ours", ours), ("nn.Transformer", "torch", None)]
+    if ours is not None:                                # tell precision and implementation apart
+        specs += [("transformer_lib float32", "ours", None), (f"nn.Transformer {precision(ours)}", "torch", ours)]
+    return specs
+
+
+def comparisons(specs) -> dict[str, tuple[str, str]]:
+    """Named pairs (numerator, denominator) of runner names; see the module docstring."""
+    ours_at = {dt: name for name, kind, dt in specs if kind == "ours"}
+    torch_at = {dt: name for name, kind, dt in specs if kind == "torch"}
+    (ours_name, _, ours_dt), (ref_name, _, ref_dt) = specs[:2]
+    out = {"as_run": (ours_name, ref_name), "same_precision": (ours_at[ref_dt], ref_name)}
+    if ours_dt != ref_dt:
+        out[f"both_{precision(ours_dt)}"] = (ours_name, torch_at[ours_dt])
+    return out
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "rounds": values}
+
+
+def prepare_batches(args, device):
     train = load_multi30k("train")
     if args.train_pairs:
         train = train[:args.train_pairs]
@@ -207,60 +284,90 @@ def main(argv=None):
     check_token_ids(pairs, tok.vocab_size)                  # once, so the per-step checks can be off
     loader = BatchLoader.by_tokens(pairs, args.batch_tokens, bucket=args.bucket, pad_id=tok.pad_id,
                                    fixed_shapes=args.fixed_shapes, seed=0)
-    batches = [b.to(device) for b in take_batches(loader, args.warmup + args.steps)]
-    vocab = tok.vocab_size
+    return [b.to(device) for b in take_batches(loader, args.warmup + args.steps)], tok.vocab_size
+
+
+def measure(args, device, specs, batches, vocab):
+    """Warm every runner up, then time them in alternating rounds, with the matmul ceiling of each
+    precision measured in every round (CPU). Returns the runners and the per-round ceilings."""
     recipe = Recipe(d_model=args.d_model, n_heads=args.n_heads, n_layers=args.n_layers, d_ff=args.d_ff,
                     dropout=args.dropout, attn_dropout=args.dropout, ffn_dropout=args.dropout,
                     norm_first=args.norm_first, vocab_size=vocab)
-    peak, peak_text = peak_flops(device, args.peak_tflops)
     runners = []
-    for name, make in (("transformer_lib", lambda: build_model(recipe, vocab)),
-                       ("nn.Transformer", lambda: TorchReference(vocab, args.d_model, args.n_heads, args.n_layers,
-                                                                 args.d_ff, args.dropout, args.norm_first))):
+    for name, kind, amp_dtype in specs:
         torch.manual_seed(0)
-        runners.append(Runner(name, make(), args, device, amp_dtype, vocab))
+        model = build_model(recipe, vocab) if kind == "ours" else TorchReference(
+            vocab, args.d_model, args.n_heads, args.n_layers, args.d_ff, args.dropout, args.norm_first)
+        runners.append(Runner(name, model, args, device, amp_dtype, vocab))
         runners[-1].warm_up(batches, args.warmup)
-    # Timed steps in alternating blocks, so that drift in the machine's speed hits both models alike.
     timed = batches[args.warmup:]
-    blocks = [timed[i::args.rounds] for i in range(args.rounds)]
-    round_ratios = []
-    for i, block in enumerate(blocks):
-        seconds = {}
-        for r in (runners if i % 2 == 0 else runners[::-1]):      # A B, B A, ...: neither always goes first
-            before = r.seconds
-            r.timed(block)
-            seconds[r.name] = r.seconds - before
-        round_ratios.append(seconds["nn.Transformer"] / seconds["transformer_lib"])
-    ceiling = matmul_flops_per_s(device) if device.type == "cpu" else None     # the same run's ceiling
-    results = [r.summary(peak) for r in runners]
-    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(f"device: {dev_name}; torch {torch.__version__}; bf16 autocast: {amp_dtype is not None}; "
-          f"torch.compile: {args.compile}; peak: {peak_text}")
-    print(f"size: d_model {args.d_model}, {args.n_layers}+{args.n_layers} layers, d_ff {args.d_ff}, vocab {vocab}; "
-          f"batches of <= {args.batch_tokens} padded positions, {results[0]['distinct_shapes']} distinct shapes; "
-          f"{results[0]['steps']} timed steps per model in {args.rounds} alternating blocks")
-    print(f"{'model':16s} {'params':>11s} {'ms/step':>8s} {'tgt tokens/s':>13s} {'MFU':>7s} {'compile+warm-up s':>18s}")
-    for r in results:
-        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
-        print(f"{r['model']:16s} {r['parameters']:11,d} {r['ms_per_step']:8.1f} {r['tokens_per_s']:13,.0f} "
-              f"{mfu:>7s} {r['compile_and_warmup_s']:18.1f}")
-    ratio = results[0]["tokens_per_s"] / results[1]["tokens_per_s"]
-    rs = sorted(round_ratios)
-    print(f"throughput ratio transformer_lib / nn.Transformer: {ratio:.2f}x over all rounds; per round median "
-          f"{statistics.median(rs):.2f}x, from {rs[0]:.2f}x to {rs[-1]:.2f}x")
-    if ceiling:
-        print(f"ceiling (float32 2048^3 matmul, same run): {ceiling / 1e9:.1f} GFLOP/s; "
-              + ", ".join(f"{r['model']} {r['flops_per_s'] / ceiling:.0%}" for r in results))
+    dtypes = {precision(dt): dt or torch.float32 for _, _, dt in specs} if device.type == "cpu" else {}
+    round_ceilings = {p: [] for p in dtypes}
+    for i in range(args.rounds):
+        for r in (runners if i % 2 == 0 else runners[::-1]):      # A B C, C B A, ...: none always goes first
+            r.timed(timed[i::args.rounds])
+        for p, dt in dtypes.items():                               # the ceiling, as busy as the machine is now
+            round_ceilings[p].append(matmul_flops_per_s(device, dtype=dt, rounds=3))
+    return runners, round_ceilings
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: --device cuda was requested, but CUDA is not available on this machine")
+    if args.compile is None:
+        args.compile = device.type == "cuda"
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    batches, vocab = prepare_batches(args, device)
+    specs = runner_specs(args, device)
+    runners, round_ceilings = measure(args, device, specs, batches, vocab)
+    peak, peak_text = peak_flops(device, args.peak_tflops)
+    ceilings = {p: statistics.median(v) for p, v in round_ceilings.items()}
+    results = [r.summary(peak, ceilings) for r in runners]
+    by_name = {r.name: r for r in runners}
+    ratios = {}
+    for key, (a, b) in comparisons(specs).items():
+        ra, rb = by_name[a], by_name[b]
+        ratios[key] = {"numerator": a, "denominator": b, "ratio": rb.seconds / ra.seconds,    # same batches: time ratio
+                       **spread([sb / sa for sa, sb in zip(ra.round_seconds, rb.round_seconds)])}
+    report(args, device, vocab, results, ratios, ceilings, peak_text)
     if args.json:
-        record = {"device": device_name(device), "torch": torch.__version__, "args": vars(args), "results": results,
-                  "ratio": ratio, "round_ratios": round_ratios, "ratio_median": statistics.median(rs),
-                  "ratio_min": rs[0], "ratio_max": rs[-1], "ceiling_flops_per_s": ceiling}
+        as_run = ratios["as_run"]
+        record = {**provenance(device, 1, git_commit()), "args": vars(args), "results": results, "ratios": ratios,
+                  "ceilings_flops_per_s": ceilings, "round_ceilings_flops_per_s": round_ceilings,
+                  # the earlier record's keys: ours as run / nn.Transformer as written, float32 ceiling
+                  "ratio": as_run["ratio"], "round_ratios": as_run["rounds"], "ratio_median": as_run["median"],
+                  "ratio_min": as_run["min"], "ratio_max": as_run["max"],
+                  "ceiling_flops_per_s": ceilings.get("float32")}
         with open(args.json, "w") as f:
             json.dump(record, f, indent=2)
 
 
+def report(args, device, vocab, results, ratios, ceilings, peak_text):
+    print(f"device: {device_name(device)}; torch {torch.__version__}; "
+          f"torch.compile: {args.compile}; peak: {peak_text}")
+    print(f"size: d_model {args.d_model}, {args.n_layers}+{args.n_layers} layers, d_ff {args.d_ff}, vocab {vocab}; "
+          f"batches of <= {args.batch_tokens} padded positions, {results[0]['distinct_shapes']} distinct shapes; "
+          f"{results[0]['steps']} timed steps per model in {args.rounds} alternating rounds")
+    print(f"{'model':24s} {'precision':>9s} {'params':>11s} {'ms/step':>8s} {'tgt tokens/s':>13s} {'GFLOP/s':>8s} "
+          f"{'of ceiling':>10s} {'MFU':>6s}")
+    for r in results:
+        frac = f"{r['ceiling_fraction']:.0%}" if r["ceiling_fraction"] is not None else "n/a"
+        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
+        print(f"{r['model']:24s} {r['precision']:>9s} {r['parameters']:11,d} {r['ms_per_step']:8.1f} "
+              f"{r['tokens_per_s']:13,.0f} {r['flops_per_s'] / 1e9:8.1f} {frac:>10s} {mfu:>6s}")
+    for key, c in ratios.items():
+        print(f"{key:16s} {c['numerator']} / {c['denominator']}: {c['ratio']:.2f}x over all rounds; per round "
+              f"median {c['median']:.2f}x, from {c['min']:.2f}x to {c['max']:.2f}x")
+    if ceilings:
+        print("ceiling (2048^3 matmul, median of the rounds of this run): "
+              + ", ".join(f"{p} {v / 1e9:.1f} GFLOP/s" for p, v in ceilings.items()))
+
+
 def take_batches(loader, n):
-    "The first n batches of the loader's epochs 0, 1, ... (the same list for both models)."
+    "The first n batches of the loader's epochs 0, 1, ... (the same list for every model)."
     out = []
     epoch = 0
     while len(out) < n:
