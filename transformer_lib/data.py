@@ -215,7 +215,8 @@ def load_translator(path: str | os.PathLike | None = None, *, download: bool = T
     allowed; its SHA-256 is checked either way. Weights are converted to `dtype`.
     """
     from transformer_lib.data import MANIFEST
-    from transformer_lib.text import SubwordTokenizer
+    from transformer_lib.text import SubwordTokenizer, _require
+    Tokenizer = _require("tokenizers").Tokenizer      # the [nlp] extra, asked for before the file is read
 
     if path is None:
         path = _shipped_copy()
@@ -236,6 +237,5 @@ def load_translator(path: str | os.PathLike | None = None, *, download: bool = T
     state = {name: t.to(dtype) if t.is_floating_point() else t for name, t in blob["weights"].items()}
     state.update({alias: state[name] for alias, name in blob["aliases"].items()})
     model.load_state_dict(state)
-    from tokenizers import Tokenizer
     tokenizer = SubwordTokenizer(Tokenizer.from_str(blob["tokenizer"]))
     return model.eval(), tokenizer, dict(blob["info"])
