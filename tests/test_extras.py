@@ -44,6 +44,9 @@ def import_error(hidden, statement: str) -> str:
     ("training", "tqdm", "nlp"),
     ("train", "tqdm", "nlp"),
     ("exercises", "tqdm", "nlp"),   # the exercises' checkers train with transformer_lib.training
+    ("char_model", "tqdm", "nlp"),  # ... and so do the exercise solutions (the README's extras table says so)
+    ("reading_heads", "tqdm", "nlp"),
+    ("rope", "tqdm", "nlp"),
 ])
 def test_module_without_its_extra_names_the_extra(module, hidden, extra):
     message = import_error({hidden}, f"import transformer_lib.{module}")
@@ -53,6 +56,12 @@ def test_module_without_its_extra_names_the_extra(module, hidden, extra):
 def test_top_level_lazy_name_without_its_extra_names_the_extra():
     message = import_error({"matplotlib"}, "import transformer_lib; transformer_lib.plot_attention")
     assert 'pip install "transformer-lib[plot]"' in message, message
+
+
+def test_load_translator_without_tokenizers_names_the_extra():
+    # was: a bare "ModuleNotFoundError: import of tokenizers halted" after the weights had been read
+    message = import_error({"tokenizers"}, "import transformer_lib; transformer_lib.load_translator('no-such-file.pt')")
+    assert 'pip install "transformer-lib[nlp]"' in message and "tokenizers" in message, message
 
 
 @pytest.mark.parametrize("hidden, statement", [
