@@ -89,7 +89,7 @@ PRESETS: dict[str, dict] = {
                      test_sentences=100, log_every=5, device="cpu", amp=False, out_dir="runs/cpu-tiny"),
     "cpu-30min": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1, attn_dropout=0.1, ffn_dropout=0.1,
                       norm_first=True, batch_tokens=1024, bucket=1, peak_lr=2e-3, warmup_steps=100,
-                      schedule="budget", decay_start=0.5, average_last=1, time_budget_s=1797.0,
+                      schedule="budget", decay_start=0.5, average_last=1, time_budget_s=1797.0, length_penalty=1.2,
                       eval_every=0, device="cpu", amp=True, out_dir="runs/cpu-30min"),
 }
 
