@@ -41,7 +41,7 @@ from transformer_lib.positional import PositionalEncoding
 from transformer_lib.recipe import Recipe
 from transformer_lib.text import train_joint_tokenizer
 from transformer_lib.train import build_model, check_token_ids, encode_pairs
-from transformer_lib.training import BatchLoader
+from transformer_lib.training import BatchLoader, autocast
 
 # Dense bf16 peak (no sparsity) by device name. Add a device with --peak-tflops.
 PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0), ("A100", 312.0)]
@@ -113,7 +113,7 @@ class Runner:
             torch.cuda.synchronize(self.device)
 
     def step(self, b):
-        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.bfloat16, enabled=self.amp_dtype is not None):
+        with autocast(self.device, self.amp_dtype):
             logits = self.step_fn(b.src, b.tgt_in)
         loss = self.loss_fn(logits.float(), b.tgt_out)
         self.opt.zero_grad(set_to_none=True)

@@ -318,7 +318,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                          'transformer_lib.interop._copy_attention': ( 'interop.html#_copy_attention',
                                                                                       'transformer_lib/interop.py'),
                                          'transformer_lib.interop._copy_norm': ('interop.html#_copy_norm', 'transformer_lib/interop.py'),
-                                         'transformer_lib.interop._describe': ('interop.html#_describe', 'transformer_lib/interop.py'),
                                          'transformer_lib.interop._from_decoder': ( 'interop.html#_from_decoder',
                                                                                     'transformer_lib/interop.py'),
                                          'transformer_lib.interop._from_decoder_layer': ( 'interop.html#_from_decoder_layer',
