@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .decoder import reorder_cache
-from .training import evaluating
+from .model import evaluating
 
 # %% auto #0
 __all__ = ['greedy_decode', 'length_penalty', 'beam_search']

@@ -3,8 +3,10 @@
 # %% ../notebooks/11_model.ipynb #92fdee75
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from torch import nn
@@ -17,7 +19,7 @@ from .multi_head_attention import MultiHeadAttention, _check_probability
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 
 # %% auto #0
-__all__ = ['TransformerConfig', 'Transformer', 'parameter_count']
+__all__ = ['TransformerConfig', 'Transformer', 'parameter_count', 'evaluating']
 
 # %% ../notebooks/11_model.ipynb #4c6547ae
 @dataclass
@@ -201,3 +203,15 @@ def parameter_count(config: TransformerConfig) -> dict[str, int]:
               "positions": 2 * c.max_len * d if c.positional == "learned" else 0}
     counts["total"] = sum(counts.values())
     return counts
+
+# %% ../notebooks/11_model.ipynb #267245ca
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode, no gradients inside the `with` block; the model's mode is restored after it, even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
