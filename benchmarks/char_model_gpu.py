@@ -36,7 +36,7 @@ from transformer_lib.char_model import (  # noqa: E402
     train_char_model,
 )
 from transformer_lib.data import load_tiny_shakespeare  # noqa: E402
-from transformer_lib.training import amp_settings, get_batch  # noqa: E402
+from transformer_lib.training import amp_settings, autocast, get_batch  # noqa: E402
 
 
 def first_time_below(history: list[dict], threshold: float) -> float | None:
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
             trained = torch.compile(model)
             warm, _ = get_batch(train_ids, config.block_size, args.batch_size,
                                 torch.Generator(device=device).manual_seed(args.seed + 1))
-            with torch.autocast(device.type, dtype=amp or torch.bfloat16, enabled=amp is not None):
+            with autocast(device, amp):
                 trained(warm).float().mean().backward()
                 trained.eval()
                 with torch.no_grad():

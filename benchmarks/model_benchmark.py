@@ -35,6 +35,7 @@ from torch import nn
 from transformer_lib.masking import make_causal_mask
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.positional import sinusoidal_encoding
+from transformer_lib.training import autocast
 
 SIZES = {  # name: (d_model, n_heads, n_layers, d_ff)
     "small": (256, 4, 3, 1024),
@@ -99,7 +100,7 @@ def train_step_fn(model, opt, batch, autocast_dtype, device_type):
     src, tgt_in, labels = batch
 
     def step():
-        with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        with autocast(device_type, autocast_dtype):
             logits = model(src, tgt_in)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=PAD)
         loss.backward()

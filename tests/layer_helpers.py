@@ -1,5 +1,17 @@
-"""Helpers shared by the encoder, decoder and interop tests."""
+"""Helpers shared by the encoder, decoder, multi-head attention and interop tests."""
 import torch
+from torch import nn
+
+
+def torch_mha(d_model, h, bias, seed):
+    """PyTorch's nn.MultiheadAttention in float64, eval mode, seeded, with random (non-zero) biases."""
+    torch.manual_seed(seed)
+    ref = nn.MultiheadAttention(d_model, h, bias=bias, batch_first=True, dtype=torch.float64).eval()
+    if bias:
+        with torch.no_grad():
+            ref.in_proj_bias.normal_()
+            ref.out_proj.bias.normal_()
+    return ref
 
 
 def randomise(module, seed=0, scale=0.1):

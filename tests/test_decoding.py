@@ -223,3 +223,20 @@ def test_an_empty_batch_gives_an_empty_result_in_greedy_and_beam():
     greedy = greedy_decode(model, src, 5, BOS, EOS)
     beam, scores = beam_search(model, src, beam_size=3, max_len=5, bos_id=BOS, eos_id=EOS, return_scores=True)
     assert greedy.shape == beam.shape == (0, 2) and beam.dtype == torch.long and scores.shape == (0,)
+
+
+@pytest.mark.parametrize("decode", ["greedy", "beam"])
+def test_mode_restored_when_decoding_fails(decode):
+    """An error inside the decoding loop leaves the model in the mode it was in (training here)."""
+    model = _model(0)
+
+    def broken_decode(*args, **kwargs):
+        raise RuntimeError("decoder failed")
+
+    model.decode = broken_decode
+    with pytest.raises(RuntimeError, match="decoder failed"):
+        if decode == "greedy":
+            greedy_decode(model, _src(0), 5, BOS, EOS)
+        else:
+            beam_search(model, _src(0), 2, 0.6, 5, BOS, EOS)
+    assert model.training

@@ -34,6 +34,14 @@ def rename(state, prefix_map=()):
     return out
 
 
+def assert_matches_pytorch(ours, theirs, x, real):
+    """Load theirs' weights into ours (renamed), run both on x with padding `real` (B, L), compare."""
+    ours.load_state_dict(rename(theirs.state_dict()))
+    with torch.no_grad():
+        ref = theirs(x, src_key_padding_mask=~real)
+    torch.testing.assert_close(ours(x, real[:, None, None, :]), ref, atol=1e-10, rtol=1e-8)
+
+
 
 
 
@@ -47,12 +55,7 @@ def test_layer_matches_pytorch(B, L, heads, norm_first, seed):
     theirs = randomise(nn.TransformerEncoderLayer(d, heads, d_ff, batch_first=True, norm_first=norm_first,
                                                   dtype=torch.float64), seed=seed).eval()
     ours = EncoderLayer(d, heads, d_ff, norm_first=norm_first).double().eval()
-    ours.load_state_dict(rename(theirs.state_dict()))
-    x = torch.randn(B, L, d, dtype=torch.float64)
-    real = real_tokens(B, L, seed)
-    with torch.no_grad():
-        ref = theirs(x, src_key_padding_mask=~real)
-    torch.testing.assert_close(ours(x, real[:, None, None, :]), ref, atol=1e-10, rtol=1e-8)
+    assert_matches_pytorch(ours, theirs, torch.randn(B, L, d, dtype=torch.float64), real_tokens(B, L, seed))
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -63,12 +66,7 @@ def test_encoder_matches_pytorch_stack(norm_first):
     final = nn.LayerNorm(d, dtype=torch.float64) if norm_first else None
     theirs = randomise(nn.TransformerEncoder(layer, n, norm=final, enable_nested_tensor=False)).eval()
     ours = Encoder(n, d, heads, d_ff, norm_first=norm_first).double().eval()
-    ours.load_state_dict(rename(theirs.state_dict()))
-    x = torch.randn(2, 6, d, dtype=torch.float64)
-    real = real_tokens(2, 6, 3)
-    with torch.no_grad():
-        ref = theirs(x, src_key_padding_mask=~real)
-    torch.testing.assert_close(ours(x, real[:, None, None, :]), ref, atol=1e-10, rtol=1e-8)
+    assert_matches_pytorch(ours, theirs, torch.randn(2, 6, d, dtype=torch.float64), real_tokens(2, 6, 3))
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

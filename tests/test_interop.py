@@ -3,6 +3,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from layer_helpers import torch_mha
 from torch import nn
 
 import transformer_lib
@@ -18,22 +19,12 @@ from transformer_lib.masking import make_causal_mask, make_padding_mask
 from transformer_lib.multi_head_attention import MultiHeadAttention
 
 
-def _torch_mha(d_model, h, bias, seed):
-    torch.manual_seed(seed)
-    ref = nn.MultiheadAttention(d_model, h, bias=bias, batch_first=True, dtype=torch.float64).eval()
-    if bias:
-        with torch.no_grad():
-            ref.in_proj_bias.normal_()
-            ref.out_proj.bias.normal_()
-    return ref
-
-
 @settings(max_examples=25, deadline=None)
 @given(dh=st.sampled_from([(8, 1), (8, 2), (12, 3), (16, 4)]), B=st.integers(1, 3), L=st.integers(1, 7),
        L_src=st.integers(1, 7), bias=st.booleans(), seed=st.integers(0, 2**16))
 def test_from_torch_self_and_cross_attention_with_masks(dh, B, L, L_src, bias, seed):
     d_model, h = dh
-    ref = _torch_mha(d_model, h, bias, seed)
+    ref = torch_mha(d_model, h, bias, seed)
     ours = from_torch(ref)
     assert isinstance(ours, MultiHeadAttention) and not ours.training
     assert ours.in_proj.weight.dtype == torch.float64 and (ours.in_proj.bias is None) == (not bias)
@@ -148,7 +139,7 @@ def test_mask_converter_errors():
 def test_fully_masked_rows_nan_in_pytorch_zero_in_ours(path):
     """The one documented difference: for a query with no key, ours returns 0 on both of its paths; PyTorch's
     explicit softmax (need_weights=True) gives NaN, its other paths NaN or 0 depending on the version."""
-    ref = _torch_mha(8, 2, True, 0)
+    ref = torch_mha(8, 2, True, 0)
     ours = from_torch(ref)
     x = torch.randn(1, 4, 8, dtype=torch.float64)
     mask = make_padding_mask(torch.tensor([[0, 0, 3, 4]]), 0) & make_causal_mask(4)   # rows 0, 1 empty

@@ -51,9 +51,7 @@ def test_functions_at_most_90_lines(path):
     assert not long, f"functions longer than 90 lines: {long}"
 
 
-# encoder.py still has a longer function on this branch; the model modules' validators are gathered elsewhere.
-@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(strict=False, reason="validators pending"))
-                                    if m == "encoder" else m for m in MODEL_MODULES])
+@pytest.mark.parametrize("module", MODEL_MODULES)
 def test_model_module_functions_at_most_30_lines(module):
     long = {name: n for name, n in function_lengths(PACKAGE / f"{module}.py").items() if n > 30}
     assert not long, f"functions longer than 30 lines: {long}"

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from transformer_lib.masking import make_causal_mask, make_padding_mask
-from transformer_lib.model import Transformer, TransformerConfig, parameter_count
+from transformer_lib.model import Transformer, TransformerConfig, evaluating, parameter_count
 from transformer_lib.positional import sinusoidal_encoding
 
 
@@ -288,3 +288,16 @@ def test_source_and_target_batch_sizes_must_agree():
 def test_float_fields_are_checked_where_they_are_set(field, value, msg):
     with pytest.raises(ValueError, match=msg):
         small(**{field: value})
+
+
+def test_evaluating_restores_the_mode_even_on_error():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5))
+    with pytest.raises(RuntimeError, match="inside"):
+        with evaluating(model):
+            assert not model.training and not torch.is_grad_enabled()
+            raise RuntimeError("inside")
+    assert model.training and torch.is_grad_enabled()
+    model.eval()
+    with evaluating(model):
+        pass
+    assert not model.training                            # a model in eval mode stays there

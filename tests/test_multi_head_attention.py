@@ -5,6 +5,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from layer_helpers import torch_mha
 from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_lib.masking import make_causal_mask, make_padding_mask
@@ -101,12 +102,7 @@ def test_matches_nn_multihead_attention_float64(c, seed, kind, self_attn, bias):
     if self_attn:
         L_k = L_q
     g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    ref = torch.nn.MultiheadAttention(d_model, h, bias=bias, batch_first=True, dtype=torch.float64).eval()
-    if bias:
-        with torch.no_grad():
-            ref.in_proj_bias.normal_()
-            ref.out_proj.bias.normal_()
+    ref = torch_mha(d_model, h, bias, seed)
     m = MultiHeadAttention(d_model, h, bias=bias).double().eval()
     with torch.no_grad():
         m.in_proj.weight.copy_(ref.in_proj_weight)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .encoder import _check_input
+from .encoder import _check_input, _final_norm
 from .feed_forward import PositionwiseFeedForward
-from .layer_norm import LayerNorm, ResidualConnection
+from .layer_norm import ResidualConnection
 from .multi_head_attention import MultiHeadAttention
 
 # %% auto #0
@@ -73,7 +73,7 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attn_dropout, ffn_dropout, eps)
             for _ in range(n_layers))
-        self.norm = LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
+        self.norm = _final_norm(d_model, eps, norm_first, final_norm)   # LayerNorm or None
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:

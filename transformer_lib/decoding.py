@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from .decoder import reorder_cache
+from .model import evaluating
 
 # %% auto #0
 __all__ = ['greedy_decode', 'length_penalty', 'beam_search']
@@ -75,7 +76,6 @@ def _causal(length: int, device) -> torch.Tensor:
     return torch.ones(length, length, dtype=torch.bool, device=device).tril()   # (T, T), True = may attend
 
 # %% ../notebooks/15_decoding.ipynb #9569375a
-@torch.no_grad()
 def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int, eos_id: int,
                   src_mask: torch.Tensor | None = None, use_cache: bool = True, *, pad_id: int | None = None,
                   return_logits: bool = False):
@@ -88,30 +88,28 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int
     """
     pad_id = _check_decoding(model, src, bos_id, eos_id, pad_id)
     _check_count(max_len, "max_len", "new tokens")
-    was_training = model.training
-    model.eval()
-    if src_mask is None:
-        src_mask = (src != pad_id)[:, None, None, :]                 # (B, 1, 1, S)
-    memory = model.encode(src, src_mask)                             # (B, S, d_model)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)    # (B, 1)
-    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    cache = {} if use_cache else None
-    steps = []
-    for _ in range(max_len):
-        if use_cache:
-            logits = model.decode(ys[:, -1:], memory, src_mask, cache=cache)[:, -1]        # (B, V)
-        else:
-            logits = model.decode(ys, memory, src_mask, _causal(ys.shape[1], ys.device))[:, -1]
-        steps.append(logits)
-        banned = _banned(logits.shape[-1], pad_id, bos_id, eos_id, logits.device)
-        next_token = logits.masked_fill(banned, -math.inf).argmax(-1)                      # (B,)
-        next_token = next_token.masked_fill(finished, pad_id)
-        ys = torch.cat([ys, next_token[:, None]], dim=1)
-        finished |= next_token == eos_id
-        if finished.all():
-            break
-    model.train(was_training)
-    return (ys, torch.stack(steps, dim=1)) if return_logits else ys
+    with evaluating(model):            # eval mode, no gradients; the mode is restored even on error
+        if src_mask is None:
+            src_mask = (src != pad_id)[:, None, None, :]                 # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)                             # (B, S, d_model)
+        ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)    # (B, 1)
+        finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+        cache = {} if use_cache else None
+        steps = []
+        for _ in range(max_len):
+            if use_cache:
+                logits = model.decode(ys[:, -1:], memory, src_mask, cache=cache)[:, -1]        # (B, V)
+            else:
+                logits = model.decode(ys, memory, src_mask, _causal(ys.shape[1], ys.device))[:, -1]
+            steps.append(logits)
+            banned = _banned(logits.shape[-1], pad_id, bos_id, eos_id, logits.device)
+            next_token = logits.masked_fill(banned, -math.inf).argmax(-1)                      # (B,)
+            next_token = next_token.masked_fill(finished, pad_id)
+            ys = torch.cat([ys, next_token[:, None]], dim=1)
+            finished |= next_token == eos_id
+            if finished.all():
+                break
+        return (ys, torch.stack(steps, dim=1)) if return_logits else ys
 
 # %% ../notebooks/15_decoding.ipynb #26ca0bb1
 def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
@@ -119,7 +117,6 @@ def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
     return ((5.0 + length) / 6.0) ** alpha
 
 # %% ../notebooks/15_decoding.ipynb #4d2de531
-@torch.no_grad()
 def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
                 src_mask: torch.Tensor | None = None, use_cache: bool = True, *, pad_id: int | None = None,
@@ -140,63 +137,61 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
     if max_len is None:
         max_len = min(src.shape[1] + 50, int(getattr(getattr(model, "config", None), "max_len", 10**9)))
     _check_count(max_len, "max_len", "new tokens")
-    was_training = model.training
-    model.eval()
-    B, K, device = src.shape[0], beam_size, src.device
-    if src_mask is None:
-        src_mask = (src != pad_id)[:, None, None, :]                              # (B, 1, 1, S)
-    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)              # (B*K, S, d)
-    src_mask = src_mask.repeat_interleave(K, dim=0) if src_mask.shape[0] == B else src_mask
-    tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)    # (B*K, t)
-    scores = torch.full((B, K), -math.inf, device=device)                         # raw log-probs of live beams
-    scores[:, 0] = 0.0
-    fin_tokens = torch.full((B, K, max_len + 1), pad_id, dtype=torch.long, device=device)
-    fin_scores = torch.full((B, K), -math.inf, device=device)                     # normalised, best first
-    fin_count = torch.zeros(B, dtype=torch.long, device=device)
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    rank = torch.arange(2 * K, device=device)
-    batch_offset = (torch.arange(B, device=device) * K)[:, None]                  # (B, 1)
-    cache = {} if use_cache else None
-    for t in range(1, max_len + 1):                                               # t tokens after this step
-        if use_cache:
-            logits = model.decode(tokens[:, -1:], memory, src_mask, cache=cache)[:, -1]       # (B*K, V)
-        else:
-            logits = model.decode(tokens, memory, src_mask, _causal(t, device))[:, -1]
-        V = logits.shape[-1]
-        log_p = torch.log_softmax(logits.float(), dim=-1)
-        log_p = log_p.masked_fill(_banned(V, pad_id, bos_id, eos_id, device), -math.inf)
-        cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)         # beam score + token log-prob
-        top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=1)                 # (B, 2K)
-        top_beam, top_token = top_idx // V, top_idx % V
-        is_eos = top_token == eos_id
-        # -- finish: eos among the best K (and, at max_len, the K best others too) ------------------
-        finish = is_eos & (rank[: top_idx.shape[1]] < K)
-        if t == max_len:
-            finish |= ~is_eos & ((~is_eos).cumsum(1) <= K)         # the K best that are not eos
-        finish &= torch.isfinite(top_scores) & ~done[:, None]
-        if finish.any():
-            parents = tokens.view(B, K, t).gather(1, top_beam[:, :, None].expand(-1, -1, t))  # (B, 2K, t)
-            hyp = torch.cat([parents, top_token[:, :, None]], dim=2)                          # (B, 2K, t+1)
-            hyp = torch.nn.functional.pad(hyp, (0, max_len - t), value=pad_id)                # (B, 2K, max_len+1)
-            norm = (top_scores / length_penalty(t, alpha)).masked_fill(~finish, -math.inf)
-            all_scores = torch.cat([fin_scores, norm], dim=1)                                 # (B, 3K)
-            fin_scores, keep = all_scores.topk(K, dim=1)
-            fin_tokens = torch.cat([fin_tokens, hyp], dim=1).gather(
-                1, keep[:, :, None].expand(-1, -1, max_len + 1))
-            fin_count += finish.sum(1)
-        # -- continue: the best K extensions that are not eos --------------------------------------
-        scores, pick = top_scores.masked_fill(is_eos, -math.inf).topk(K, dim=1)              # (B, K)
-        beam, token = top_beam.gather(1, pick), top_token.gather(1, pick)
-        order = (batch_offset + beam).view(-1)                                                 # (B*K,)
-        tokens = torch.cat([tokens.index_select(0, order), token.view(-1, 1)], dim=1)
-        if use_cache:
-            reorder_cache(cache, order)
-        # -- stop when every sentence is done -------------------------------------------------------
-        best_possible = scores.max(dim=1).values / length_penalty(max_len, alpha)
-        done |= (fin_count >= K) | (fin_scores[:, 0] >= best_possible)
-        if done.all():
-            break
-    model.train(was_training)
+    with evaluating(model):            # eval mode, no gradients; the mode is restored even on error
+        B, K, device = src.shape[0], beam_size, src.device
+        if src_mask is None:
+            src_mask = (src != pad_id)[:, None, None, :]                              # (B, 1, 1, S)
+        memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)              # (B*K, S, d)
+        src_mask = src_mask.repeat_interleave(K, dim=0) if src_mask.shape[0] == B else src_mask
+        tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)    # (B*K, t)
+        scores = torch.full((B, K), -math.inf, device=device)                         # raw log-probs of live beams
+        scores[:, 0] = 0.0
+        fin_tokens = torch.full((B, K, max_len + 1), pad_id, dtype=torch.long, device=device)
+        fin_scores = torch.full((B, K), -math.inf, device=device)                     # normalised, best first
+        fin_count = torch.zeros(B, dtype=torch.long, device=device)
+        done = torch.zeros(B, dtype=torch.bool, device=device)
+        rank = torch.arange(2 * K, device=device)
+        batch_offset = (torch.arange(B, device=device) * K)[:, None]                  # (B, 1)
+        cache = {} if use_cache else None
+        for t in range(1, max_len + 1):                                               # t tokens after this step
+            if use_cache:
+                logits = model.decode(tokens[:, -1:], memory, src_mask, cache=cache)[:, -1]       # (B*K, V)
+            else:
+                logits = model.decode(tokens, memory, src_mask, _causal(t, device))[:, -1]
+            V = logits.shape[-1]
+            log_p = torch.log_softmax(logits.float(), dim=-1)
+            log_p = log_p.masked_fill(_banned(V, pad_id, bos_id, eos_id, device), -math.inf)
+            cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)         # beam score + token log-prob
+            top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=1)                 # (B, 2K)
+            top_beam, top_token = top_idx // V, top_idx % V
+            is_eos = top_token == eos_id
+            # -- finish: eos among the best K (and, at max_len, the K best others too) ------------------
+            finish = is_eos & (rank[: top_idx.shape[1]] < K)
+            if t == max_len:
+                finish |= ~is_eos & ((~is_eos).cumsum(1) <= K)         # the K best that are not eos
+            finish &= torch.isfinite(top_scores) & ~done[:, None]
+            if finish.any():
+                parents = tokens.view(B, K, t).gather(1, top_beam[:, :, None].expand(-1, -1, t))  # (B, 2K, t)
+                hyp = torch.cat([parents, top_token[:, :, None]], dim=2)                          # (B, 2K, t+1)
+                hyp = torch.nn.functional.pad(hyp, (0, max_len - t), value=pad_id)                # (B, 2K, max_len+1)
+                norm = (top_scores / length_penalty(t, alpha)).masked_fill(~finish, -math.inf)
+                all_scores = torch.cat([fin_scores, norm], dim=1)                                 # (B, 3K)
+                fin_scores, keep = all_scores.topk(K, dim=1)
+                fin_tokens = torch.cat([fin_tokens, hyp], dim=1).gather(
+                    1, keep[:, :, None].expand(-1, -1, max_len + 1))
+                fin_count += finish.sum(1)
+            # -- continue: the best K extensions that are not eos --------------------------------------
+            scores, pick = top_scores.masked_fill(is_eos, -math.inf).topk(K, dim=1)              # (B, K)
+            beam, token = top_beam.gather(1, pick), top_token.gather(1, pick)
+            order = (batch_offset + beam).view(-1)                                                 # (B*K,)
+            tokens = torch.cat([tokens.index_select(0, order), token.view(-1, 1)], dim=1)
+            if use_cache:
+                reorder_cache(cache, order)
+            # -- stop when every sentence is done -------------------------------------------------------
+            best_possible = scores.max(dim=1).values / length_penalty(max_len, alpha)
+            done |= (fin_count >= K) | (fin_scores[:, 0] >= best_possible)
+            if done.all():
+                break
     best = fin_tokens[:, 0]                                                                   # (B, max_len+1)
     length = int((best != pad_id).sum(1).max()) if B else 2                                  # empty batch: as greedy
     best = best[:, :length]

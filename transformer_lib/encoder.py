@@ -59,13 +59,19 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(
             EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attn_dropout, ffn_dropout, eps)
             for _ in range(n_layers))
-        self.norm = LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
+        self.norm = _final_norm(d_model, eps, norm_first, final_norm)   # LayerNorm or None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, is_causal: bool = False) -> torch.Tensor:
         _check_input(x, self)
         for layer in self.layers:
             x = layer(x, mask, is_causal)                      # (B, L, d_model)
         return x if self.norm is None else self.norm(x)
+
+
+def _final_norm(d_model: int, eps: float, norm_first: bool, final_norm: bool | None) -> LayerNorm | None:
+    """The LayerNorm that ends a stack (encoder or decoder), or None: final_norm=None means exactly
+    when norm_first (pre-LN), whose residual stream nothing else normalises."""
+    return LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
 
 # %% ../notebooks/09_encoder.ipynb #71c9e0f3
 def _check_input(x, module: nn.Module, name: str = "x") -> None:
@@ -87,6 +93,11 @@ def _layers_to_reach(distance: int, reach) -> int:
     return layers
 
 
+def _cost_row(mult_adds: int, sequential_ops: int, max_path_length: int, table1: str) -> dict:
+    return {"mult_adds": mult_adds, "sequential_ops": sequential_ops,
+            "max_path_length": max_path_length, "table1": table1}
+
+
 def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, dict]:
     """The paper's Table 1 (§4), counted for one layer of width d on one sequence of length n.
 
@@ -98,28 +109,28 @@ def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, d
     width k), "dilated_conv" (dilation k^(l-1) in layer l) and, when r is given,
     "restricted_self_attention" (each query sees the r positions centred on it, r odd).
     """
+    _check_cost_args(n, d, k, r)                 # see the cell below
+    far = n - 1                                  # from position 1 to position n
+    costs = {
+        "self_attention": _cost_row(4 * n * d * d + 2 * n * n * d, 1, min(far, 1), "O(n^2 d)"),
+        "rnn": _cost_row(2 * n * d * d, n, far, "O(n d^2)"),
+        "gru": _cost_row(6 * n * d * d, n, far, "O(n d^2)"),
+        "conv": _cost_row(k * n * d * d, 1,
+                          _layers_to_reach(far, lambda L: L * (k - 1)), "O(k n d^2)"),
+        "dilated_conv": _cost_row(k * n * d * d, 1,
+                                  _layers_to_reach(far, lambda L: k**L - 1), "O(k n d^2)"),
+    }
+    if r is not None:
+        costs["restricted_self_attention"] = _cost_row(
+            4 * n * d * d + 2 * n * r * d, 1,
+            _layers_to_reach(far, lambda L: L * (r - 1) // 2), "O(r n d)")
+    return costs
+
+# %% ../notebooks/09_encoder.ipynb #04f94c24
+def _check_cost_args(n, d, k, r) -> None:
+    """The checks of layer_costs: n, d >= 1 and k >= 2 ints; r None or an odd int >= 3."""
     for name, value, low in (("n", n, 1), ("d", d, 1), ("k", k, 2)):
         if not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
     if r is not None and (not isinstance(r, int) or r < 3 or r % 2 == 0):
         raise ValueError(f"r (neighbourhood size) must be an odd int >= 3, got {r!r}")
-    far = n - 1                                  # from position 1 to position n
-
-    def row(mult_adds, sequential_ops, max_path_length, table1):
-        return {"mult_adds": mult_adds, "sequential_ops": sequential_ops,
-                "max_path_length": max_path_length, "table1": table1}
-
-    costs = {
-        "self_attention": row(4 * n * d * d + 2 * n * n * d, 1, min(far, 1), "O(n^2 d)"),
-        "rnn": row(2 * n * d * d, n, far, "O(n d^2)"),
-        "gru": row(6 * n * d * d, n, far, "O(n d^2)"),
-        "conv": row(k * n * d * d, 1,
-                    _layers_to_reach(far, lambda L: L * (k - 1)), "O(k n d^2)"),
-        "dilated_conv": row(k * n * d * d, 1,
-                            _layers_to_reach(far, lambda L: k**L - 1), "O(k n d^2)"),
-    }
-    if r is not None:
-        costs["restricted_self_attention"] = row(
-            4 * n * d * d + 2 * n * r * d, 1,
-            _layers_to_reach(far, lambda L: L * (r - 1) // 2), "O(r n d)")
-    return costs

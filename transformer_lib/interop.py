@@ -11,6 +11,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .attention import _describe
 from .decoder import Decoder, DecoderLayer
 from .encoder import Encoder, EncoderLayer
 from .layer_norm import LayerNorm
@@ -20,10 +21,6 @@ from .multi_head_attention import MultiHeadAttention
 __all__ = ['mask_from_torch', 'mask_to_torch', 'key_padding_mask_to_torch', 'register_converter', 'from_torch', 'supported_types']
 
 # %% ../notebooks/12_interop.ipynb #623c3ba1
-def _describe(x) -> str:
-    return f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
-
-
 def _as_keep(mask: torch.Tensor, name: str) -> torch.Tensor:
     """A PyTorch mask (bool: True = masked out; float: additive, -inf = masked out) -> bool, True = may attend."""
     if mask.dtype == torch.bool:

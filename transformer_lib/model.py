@@ -6,8 +6,10 @@ Chapter 11 (notebooks/11_model.ipynb): the paper's sections 3.4 (shared embeddin
 `TransformerConfig.base` and `.big` are Table 3's models, sized by `parameter_count`. Needs only PyTorch."""
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from torch import nn
@@ -20,7 +22,7 @@ from .multi_head_attention import MultiHeadAttention, _check_probability
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 
 # %% auto #0
-__all__ = ['TransformerConfig', 'Transformer', 'parameter_count']
+__all__ = ['TransformerConfig', 'Transformer', 'parameter_count', 'evaluating']
 
 # %% ../notebooks/11_model.ipynb #4c6547ae
 @dataclass
@@ -204,3 +206,15 @@ def parameter_count(config: TransformerConfig) -> dict[str, int]:
               "positions": 2 * c.max_len * d if c.positional == "learned" else 0}
     counts["total"] = sum(counts.values())
     return counts
+
+# %% ../notebooks/11_model.ipynb #267245ca
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode, no gradients inside the `with` block; the model's mode is restored after it, even on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
