@@ -2,12 +2,13 @@
 # The CPU ablation table of chapter 18: each row is the cpu-30min recipe with one change, trained for
 # one epoch's worth of updates of the recipe's batches (458 updates of <= 1,024 padded positions; the
 # budget schedule decays over the updates instead of over the time) and scored on the validation
-# split (all 1,014 sentences, greedy). One thread per row, so two rows can share a 2-core machine
-# without slowing each other: `bash benchmarks/cpu_ablations.sh ROW...`, ROW from the list below.
+# split (all 1,014 sentences, greedy). Rows train in float32 (--no-amp), as the first rows did,
+# except the row that turns the recipe's mixed precision on. One thread per row, so two rows can
+# share a 2-core machine without slowing each other: `bash benchmarks/cpu_ablations.sh ROW...`, ROW from the list below.
 # Each run writes results/ablations/ROW.json (the run's record); chapter 18 reads them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS="--time-budget-s 0 --max-steps 458 --test-sentences 50 --no-progress"
+STEPS="--time-budget-s 0 --max-steps 458 --test-sentences 50 --no-progress --no-amp"
 declare -A ROWS=(
   [base]=""
   [post_ln]="--no-norm-first"
@@ -24,6 +25,7 @@ declare -A ROWS=(
   [learned_positions]="--positional learned"
   [layers_2]="--n-layers 2"
   [d_ff_2048]="--d-ff 2048"
+  [bf16]="--amp"
 )
 mkdir -p results/ablations
 for row in "$@"; do
