@@ -53,7 +53,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     DataFile("tinyshakespeare/input.txt", "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed",
              "https://raw.githubusercontent.com/karpathy/char-rnn/6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare/input.txt"),
     # The translator trained in chapter 18 (appendix section "A trained translator"), from the book's repository.
-    DataFile("pretrained/multi30k-de-en-cpu.pt", "b9b7d06654c2c128accc891f675c0d8220cb61d528dae82eb4e3fdb1cdbac813",
+    DataFile("pretrained/multi30k-de-en-cpu.pt", "5d6b043bcd13b84f58d93bbe515055bca85fb8c5288067563da2fd4ebb79e5e3",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/main/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip", "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/4f3f8eb0adde54fcc8b89394336b002e7961244c/fra-eng.zip"),
