@@ -149,6 +149,7 @@ def test_resume_equals_uninterrupted_and_results_record(tmp_path):
     rec = json.loads((tmp_path / "whole" / "results.json").read_text())
     for key in ("device", "torch", "training_seconds", "parameters", "git_commit", "target_tokens_per_s"):
         assert key in rec
+    assert rec["precision"] == "float32"                      # cpu-tiny trains without autocast
     t = rec["test_2016_flickr"]
     assert 0 <= t["bleu_greedy"] <= 100 and 0 <= t["bleu_beam"] <= 100 and "tok:13a" in t["signature"]
     assert (tmp_path / "whole" / "tokenizer.json").is_file() and (tmp_path / "whole" / "model.pt").is_file()
@@ -163,6 +164,15 @@ def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
     assert result.model.check_inputs is True                 # restored for whoever uses the model next
     with pytest.raises(ValueError, match=r"pair 0 holds token id 7, outside a vocabulary of 5"):
         train_module.check_token_ids([([1, 2], [3, 7])], 5)
+
+
+@needs_data
+def test_the_record_names_the_precision_the_run_used(tmp_path, monkeypatch):
+    """With amp on a CPU that has bf16 instructions the run trains under bf16 autocast, and says so."""
+    from transformer_lib import training
+    monkeypatch.setattr(training, "cpu_has_native_bf16", lambda: True)
+    result = run(tiny_recipe(tmp_path / "bf16", max_steps=2, amp=True))
+    assert result.results["precision"] == "bfloat16"
 
 
 @needs_data

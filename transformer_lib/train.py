@@ -392,6 +392,7 @@ def results_record(s: RunResult, chosen: str, test_greedy: dict, test_beam: dict
     val_final = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
     return {
         "task": "Multi30k task 1, German→English", "measured": True,
+        "precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),         # autocast dtype
         **provenance(s.device, s.world_size, s.commit),
         "recipe": asdict(r), "parameters": s.n_params, "training_seconds": round(s.train_seconds, 2),
         "steps": s.step, "epochs": round(s.step / s.steps_per_epoch, 2), "weights": chosen,
