@@ -335,3 +335,95 @@ def test_help_lists_every_flag_with_its_comment_and_default():
     assert "--amp, --no-amp" in text and "(default: True)" in text
     for f in dataclasses.fields(Recipe):
         assert "--" + f.name.replace("_", "-") in text and f"(default: {getattr(Recipe(), f.name)!r})" in text
+
+
+# --- hardening: numbers that are not numbers, paths checked before the first write ------------------------
+FLOAT_FIELDS = [f.name for f in dataclasses.fields(Recipe) if f.type == "float"]
+
+
+@pytest.mark.parametrize("name", FLOAT_FIELDS)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_every_float_field_must_be_finite(name, bad):
+    with pytest.raises(RecipeError, match=rf"^{name} must be a finite number, got -?(nan|inf)$"):
+        recipe_from_dict({name: bad})
+
+
+def test_float_fields_are_all_checked():
+    assert {"dropout", "attn_dropout", "ffn_dropout", "peak_lr", "decay_start", "label_smoothing", "clip_grad_norm",
+            "time_budget_s", "length_penalty"} == set(FLOAT_FIELDS)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"peak_lr": 0.0}, "peak_lr must be > 0"),
+    ({"clip_grad_norm": -1.0}, "clip_grad_norm must be >= 0"),
+    ({"length_penalty": -0.5}, "length_penalty must be >= 0"),
+    ({"label_smoothing": 1.0}, r"label_smoothing must be in \[0, 1\)"),
+    ({"attn_dropout": -0.1}, r"attn_dropout must be in \[0, 1\)"),
+    ({"seed": -1}, r"seed must be in \[0, 2\*\*31\)"),
+    ({"out_dir": ""}, "out_dir must name a directory"),
+    ({"device": "cuda:x"}, "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+    ({"time_budget_s": 10 ** 400}, "'time_budget_s' must be of type float"),
+])
+def test_ranges_name_the_field(values, message):
+    with pytest.raises(RecipeError, match=message):
+        recipe_from_dict(values)
+
+
+def test_a_recipe_built_by_hand_is_checked_too():
+    import numpy as np
+    from transformer_lib.recipe import validate_recipe
+    with pytest.raises(RecipeError, match=r"peak_lr must be of type float, got .*float64"):
+        validate_recipe(dataclasses.replace(Recipe(), peak_lr=np.float64(1e-3)))   # a checkpoint could not hold it
+    with pytest.raises(RecipeError, match="d_model must be of type int"):
+        validate_recipe(dataclasses.replace(Recipe(), d_model=512.0))
+    with pytest.raises(RecipeError, match="time_budget_s must be a finite number, got nan"):
+        run(dataclasses.replace(Recipe(), time_budget_s=math.nan, epochs=0, max_steps=0))
+
+
+def test_nan_time_budget_on_the_command_line_stops_at_once(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--preset", "cpu-tiny", "--time-budget-s", "nan", "--epochs", "0", "--max-steps", "0",
+                 "--out-dir", str(out)]) == 2
+    assert capsys.readouterr().err == "error: time_budget_s must be a finite number, got nan\n"
+    assert not out.exists()
+
+
+def test_output_paths_are_checked_before_anything_is_written(tmp_path):
+    from transformer_lib.recipe import check_output_paths
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "model.pt").mkdir()
+    (tmp_path / "snap").mkdir()
+    (tmp_path / "snap" / "snapshots").write_text("")
+    cases = [({"out_dir": str(afile)}, "out_dir .*afile cannot be a directory: it exists and is not a directory"),
+             ({"out_dir": str(afile / "run")}, "cannot be a directory: .*afile exists and is not a directory"),
+             ({"results": str(afile / "x.json")}, "the directory of results .*afile cannot be a directory"),
+             ({"results": str(tmp_path)}, "is a directory; give a file name"),
+             ({"out_dir": str(tmp_path / "taken")}, "model.pt is a directory, but the run writes a file"),
+             ({"out_dir": str(tmp_path / "snap")}, "snapshots is a file")]
+    for changes, message in cases:
+        with pytest.raises(RecipeError, match=message):
+            check_output_paths(recipe_from_dict({"preset": "cpu-tiny", **changes}))
+    check_output_paths(recipe_from_dict({"preset": "cpu-tiny", "out_dir": str(tmp_path / "a" / "b")}))
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_output_directory_without_write_permission(tmp_path):
+    from transformer_lib.recipe import check_output_paths
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(RecipeError, match="no write permission on .*locked"):
+            check_output_paths(recipe_from_dict({"preset": "cpu-tiny", "out_dir": str(locked / "run")}))
+    finally:
+        locked.chmod(0o700)
+
+
+def test_preset_note_says_what_cpu_tiny_is_for():
+    from transformer_lib.recipe import preset_note
+    note = preset_note(dataclasses.replace(preset("cpu-tiny"), out_dir="elsewhere", progress=False))
+    assert "smoke test of the pipeline" in note and "cpu-30min" in note and "load_translator" in note
+    assert preset_note(preset("cpu-30min")) is None and preset_note(recipe_from_dict(TINY)) is None

@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
+import re
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -19,8 +22,9 @@ from .engineering import FIELD_TYPES, add_dataclass_flags, given_flags, read_con
 from .optimization import CheckpointError
 
 # %% auto #0
-__all__ = ['PRESETS', 'RUN_ONLY', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file',
-           'validate_recipe', 'parse_args', 'check_resume']
+__all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict',
+           'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume', 'results_path',
+           'check_output_paths', 'preset_note']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
@@ -115,7 +119,10 @@ def _coerce(key: str, value, typ: type):
     if typ is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:                                # an int beyond float's range
+            pass
     if typ is str and isinstance(value, str):
         return value
     raise RecipeError(f"config key {key!r} must be of type {typ.__name__}, got {value!r}")
@@ -153,8 +160,19 @@ def load_recipe_file(path: str | os.PathLike, base: Recipe | None = None) -> Rec
     return recipe_from_dict(values, base)
 
 
+def _check_field_types(r: Recipe) -> None:
+    """Every field of its declared type (an int is fine for a float; numpy scalars are not), every float finite."""
+    for f in fields(Recipe):
+        value, typ = getattr(r, f.name), FIELD_TYPES[f.type]
+        if not (type(value) is typ or (typ is float and type(value) is int)):
+            raise RecipeError(f"{f.name} must be of type {typ.__name__}, got {value!r} ({type(value).__name__})")
+        if typ is float and not math.isfinite(value):       # NaN passes every comparison: catch it here
+            raise RecipeError(f"{f.name} must be a finite number, got {value}")
+
+
 def validate_recipe(r: Recipe) -> None:
     "Raise `RecipeError` naming the field for any value that cannot work."
+    _check_field_types(r)
     positive = ("d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "batch_tokens", "bucket", "warmup_steps",
                 "average_last", "checkpoint_every", "beam_size", "log_every")
     for name in positive:
@@ -181,11 +199,22 @@ def validate_recipe(r: Recipe) -> None:
         raise RecipeError(f"peak_lr must be > 0, got {r.peak_lr}")
     if not (r.epochs or r.time_budget_s or r.max_steps):
         raise RecipeError("set at least one of epochs, time_budget_s, max_steps (all are 0: training would never stop)")
-    if r.device != "auto" and not (r.device == "cpu" or r.device.startswith("cuda")):
-        raise RecipeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {r.device!r}")
-    if r.device.startswith("cuda") and not torch.cuda.is_available():
-        raise RecipeError(f"device={r.device!r} was requested, but CUDA is not available on this machine "
+    if not 0 <= r.seed < 2**31:
+        raise RecipeError(f"seed must be in [0, 2**31), got {r.seed}")
+    if not r.out_dir.strip():
+        raise RecipeError("out_dir must name a directory, got an empty string")
+    _check_device(r.device)
+
+
+def _check_device(device: str) -> None:
+    if device != "auto" and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise RecipeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RecipeError(f"device={device!r} was requested, but CUDA is not available on this machine "
                           "(torch.cuda.is_available() is False); use --device cpu or --device auto")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise RecipeError(f"device={device!r} was requested, but this machine has {torch.cuda.device_count()} "
+                          "CUDA device(s), numbered from 0")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
@@ -221,3 +250,55 @@ def check_resume(recipe: Recipe, ckpt: dict, path) -> None:
     if diff:
         raise CheckpointError(f"checkpoint {path} comes from an incompatible recipe ({'; '.join(diff)}); "
                               "resume with the same settings or start a new --out-dir")
+
+# %% ../notebooks/A5_recipe.ipynb #5e1a7c21
+RUN_FILES = ("checkpoint.pt", "tokenizer.json", "model.pt", "history.json", "translations.json", "results.json")
+
+
+def results_path(r: Recipe) -> Path:
+    "Where the run's results record goes: `results`, or OUT_DIR/results.json."
+    return Path(r.results) if r.results else Path(r.out_dir) / "results.json"
+
+
+def _check_creatable_dir(path: Path, what: str) -> None:
+    "RecipeError unless `path` is a directory or can become one: its nearest existing ancestor is a writable directory."
+    existing = next(p for p in (path, *path.parents) if p.exists() or p.is_symlink())
+    if not existing.is_dir():
+        where = "it exists and" if existing == path else f"{existing} exists and"
+        raise RecipeError(f"{what} {path} cannot be a directory: {where} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RecipeError(f"{what} {path} cannot be written: no write permission on {existing}")
+
+
+def check_output_paths(r: Recipe) -> None:
+    """Raise `RecipeError` unless every path the run will write can be written: OUT_DIR, the files in
+    it (`RUN_FILES`, `snapshots/`) and the results record. Run before training, so a bad path costs
+    nothing and loses nothing."""
+    out = Path(r.out_dir)
+    _check_creatable_dir(out, "out_dir")
+    for name in RUN_FILES:
+        if (out / name).is_dir():
+            raise RecipeError(f"{out / name} is a directory, but the run writes a file of that name")
+    if (out / "snapshots").exists() and not (out / "snapshots").is_dir():
+        raise RecipeError(f"{out / 'snapshots'} is a file, but the run keeps its epoch snapshots in a directory there")
+    results = results_path(r)
+    if results.is_dir():
+        raise RecipeError(f"results {results} is a directory; give a file name, e.g. {results / 'results.json'}")
+    _check_creatable_dir(results.parent, "the directory of results")
+
+
+# What a preset is for, printed when a run of it ends.
+PRESET_NOTES = {
+    "cpu-tiny": "cpu-tiny is a smoke test of the pipeline: data, tokenizer, model, schedule, checkpoints, decoding "
+                "and BLEU run together in a minute or two. It is not a translator, and its BLEU is near zero. For a "
+                "translator, train --preset cpu-30min (thirty minutes on a CPU) or load the book's trained weights "
+                "with transformer_lib.load_translator().",
+}
+
+
+def preset_note(r: Recipe) -> str | None:
+    "The note of the preset whose model and training `r` repeats (all `resume_keys()` agree), else None."
+    for name, note in PRESET_NOTES.items():
+        if all(getattr(r, k) == getattr(preset(name), k) for k in resume_keys()):
+            return note
+    return None
