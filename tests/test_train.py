@@ -371,6 +371,7 @@ def test_ranges_name_the_field(values, message):
 
 def test_a_recipe_built_by_hand_is_checked_too():
     import numpy as np
+
     from transformer_lib.recipe import validate_recipe
     with pytest.raises(RecipeError, match=r"peak_lr must be of type float, got .*float64"):
         validate_recipe(dataclasses.replace(Recipe(), peak_lr=np.float64(1e-3)))   # a checkpoint could not hold it
