@@ -133,6 +133,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'transformer_lib.data._how_to_provide': ('a2_data.html#_how_to_provide', 'transformer_lib/data.py'),
                                       'transformer_lib.data._read_gz_lines': ('a2_data.html#_read_gz_lines', 'transformer_lib/data.py'),
                                       'transformer_lib.data._shipped_copy': ('a2_data.html#_shipped_copy', 'transformer_lib/data.py'),
+                                      'transformer_lib.data._why': ('a2_data.html#_why', 'transformer_lib/data.py'),
                                       'transformer_lib.data.fetch': ('a2_data.html#fetch', 'transformer_lib/data.py'),
                                       'transformer_lib.data.load_multi30k': ('a2_data.html#load_multi30k', 'transformer_lib/data.py'),
                                       'transformer_lib.data.load_tatoeba_fra_eng': ( 'a2_data.html#load_tatoeba_fra_eng',
