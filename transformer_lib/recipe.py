@@ -12,19 +12,39 @@ import json
 import math
 import os
 import re
+import statistics
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from .engineering import FIELD_TYPES, add_dataclass_flags, given_flags, read_config_file
-from .optimization import CheckpointError
+from transformer_lib.engineering import (
+    FIELD_TYPES,
+    add_dataclass_flags,
+    given_flags,
+    nonfinite_weights,
+    provenance,
+    read_config_file,
+)
+from transformer_lib.optimization import (
+    BudgetSchedule,
+    CheckpointError,
+    WarmupSchedule,
+    paper_adam,
+    read_checkpoint,
+    warmup_lr,
+)
+
+from .data import load_multi30k
+from .text import SubwordTokenizer
 
 # %% auto #0
 __all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict',
            'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume', 'results_path',
-           'check_output_paths', 'preset_note']
+           'check_output_paths', 'read_inputs', 'preset_note', 'budget_progress', 'make_schedule', 'results_record',
+           'diverged', 'check_weights', 'report_files']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
@@ -287,6 +307,29 @@ def check_output_paths(r: Recipe) -> None:
     _check_creatable_dir(results.parent, "the directory of results")
 
 
+def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, dict]:
+    """The checkpoint (when resuming; else None) and the text of the three data splits, read and checked
+    before the run writes anything: `CheckpointError`, `RecipeError` (an occupied OUT_DIR), `DataError`."""
+    ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
+    ckpt = None
+    if resume and tok_path.is_file() and not ckpt_path.exists():
+        raise CheckpointError(f"{out} holds no checkpoint: its run stopped before writing one; start it again "
+                              "without --resume")
+    if resume:
+        ckpt = read_checkpoint(ckpt_path)          # CheckpointError: missing, truncated, corrupt
+        check_resume(recipe, ckpt, ckpt_path)
+        try:
+            SubwordTokenizer.load(tok_path)        # missing or corrupt: the checkpoint is of no use
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{e}: the checkpoint cannot be used without its tokenizer") from e
+    elif ckpt_path.exists():                       # (a tokenizer alone is a start that never trained: redone)
+        raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose another --out-dir")
+    text = {split: load_multi30k(split) for split in ("train", "val", "test_2016_flickr")}  # DataError
+    if recipe.train_pairs:
+        text["train"] = text["train"][:recipe.train_pairs]
+    return ckpt, text
+
+
 # What a preset is for, printed when a run of it ends.
 PRESET_NOTES = {
     "cpu-tiny": "cpu-tiny is a smoke test of the pipeline: data, tokenizer, model, schedule, checkpoints, decoding "
@@ -302,3 +345,70 @@ def preset_note(r: Recipe) -> str | None:
         if all(getattr(r, k) == getattr(preset(name), k) for k in resume_keys()):
             return note
     return None
+
+# %% ../notebooks/A5_recipe.ipynb #5e1a7c24
+if TYPE_CHECKING:
+    from transformer_lib.train import RunResult
+
+
+def budget_progress(s: RunResult, updates: int) -> float:
+    "The budget schedule's progress: the fraction of the time or of the update budget used, the larger."
+    r = s.recipe
+    used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
+    return max(used, updates / r.max_steps if r.max_steps else 0.0)
+
+
+def make_schedule(s: RunResult) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    "The paper's Adam with the recipe's schedule: eq. (3) rescaled to peak_lr, or the budget schedule."
+    r = s.recipe
+    if r.schedule == "budget":
+        optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr)
+        return optimizer, BudgetSchedule(optimizer, r.warmup_steps, partial(budget_progress, s), r.decay_start)
+    optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr / warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps))
+    return optimizer, WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
+
+
+def results_record(s: RunResult, chosen: str, test_greedy: dict, test_beam: dict) -> dict:
+    "The results record: provenance, the recipe (flat keys), speed, validation and test BLEU."
+    r, history = s.recipe, s.history
+    val_final = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
+    return {
+        "task": "Multi30k task 1, German→English", "measured": True,
+        "precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),         # autocast dtype
+        **provenance(s.device, s.world_size, s.commit),
+        "recipe": asdict(r), "parameters": s.n_params, "training_seconds": round(s.train_seconds, 2),
+        "steps": s.step, "epochs": round(s.step / s.steps_per_epoch, 2), "weights": chosen,
+        "target_tokens_per_s": sum(h["tokens"] for h in history) / max(s.train_seconds, 1e-9),
+        "target_tokens_per_s_median_window": statistics.median(h["tokens_per_s"] for h in history) if history else None,
+        "val": {"loss": val_final["val_loss"], "bleu_greedy": val_final["bleu_greedy"], "sentences": len(s.val_pairs)},
+        "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
+                             "beam_size": r.beam_size, "length_penalty": r.length_penalty,
+                             "signature": test_greedy["signature"], "sentences": len(s.test_pairs),
+                             "greedy_sentences_per_s": test_greedy["sentences_per_s"],
+                             "beam_sentences_per_s": test_beam["sentences_per_s"]},
+    }
+
+# %% ../notebooks/A5_recipe.ipynb #5e1a7c26
+def diverged(s: RunResult, what: str) -> FloatingPointError:
+    "The error of a diverged run: what happened, which checkpoint survives, what to change."
+    r = s.recipe
+    kept = (f"the checkpoint of step {s.saved_step} is kept" if s.saved_step is not None
+            else "no checkpoint was written")
+    return FloatingPointError(f"training diverged: {what}; {kept}. Train again (a new --out-dir) with a lower "
+                              f"--peak-lr (now {r.peak_lr:g}), a longer --warmup-steps (now {r.warmup_steps}) or "
+                              f"--clip-grad-norm 1.0 (now {r.clip_grad_norm:g}, 0 = off)")
+
+
+def check_weights(s: RunResult) -> None:
+    "FloatingPointError (via `diverged`) if a weight is NaN or infinite: such weights are never saved."
+    bad = nonfinite_weights(s.model)
+    if bad:
+        raise diverged(s, f"NaN or infinite weights at step {s.step} ({', '.join(bad[:3])}{', ...' * (len(bad) > 3)})")
+
+
+def report_files(s: RunResult) -> None:
+    "Say where the run's files are and, for a preset with a note (cpu-tiny), what the preset is for."
+    names = ", ".join(name for name in RUN_FILES if name != "results.json" and (s.out_dir / name).is_file())
+    print(f"wrote {names} in {s.out_dir.resolve()}; results record: {results_path(s.recipe).resolve()}")
+    if preset_note(s.recipe):
+        print(preset_note(s.recipe), flush=True)
