@@ -51,8 +51,8 @@ def main(run_dir: str, record_path: str) -> None:
                            amp_dtype=None)
             scores[f"bleu_{name}"], scores["signature"] = r["bleu"], r["signature"]
         shipped[split] = scores
-    shipped["recorded_float32"] = {"val_bleu_greedy": record["val"]["bleu_greedy"],
-                                   "test_bleu_greedy": t["bleu_greedy"], "test_bleu_beam": t["bleu_beam"]}
+    shipped["recorded_by_run"] = {"precision": record.get("precision"), "val_bleu_greedy": record["val"]["bleu_greedy"],
+                                  "test_bleu_greedy": t["bleu_greedy"], "test_bleu_beam": t["bleu_beam"]}
     dest = record_path.with_suffix(".shipped.json")
     dest.write_text(json.dumps(shipped, indent=2) + "\n")
     print(json.dumps(shipped, indent=2))

@@ -116,3 +116,32 @@ def test_mismatched_parallel_files_are_rejected(tmp_path, monkeypatch):
                         data.DataFile(entry.path, data.sha256_of(d / "val.en.gz"), entry.url))
     with pytest.raises(DataError, match="1014 German lines but 1013 English lines"):
         data.load_multi30k("val", data_dir=tmp_path)
+
+
+def test_a_failed_download_leaves_no_empty_folders(tmp_path, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise OSError("network is unreachable")
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    root = tmp_path / "cache" / "transformer_lib"
+    with pytest.raises(DataError, match="network is unreachable"):
+        fetch("multi30k/train.de.gz", data_dir=root)
+    assert list(tmp_path.iterdir()) == []                       # neither multi30k/ nor cache/transformer_lib/
+    (tmp_path / "mine").mkdir()                                 # a folder that was there before stays
+    with pytest.raises(DataError):
+        fetch("multi30k/train.de.gz", data_dir=tmp_path / "mine")
+    assert [p.name for p in tmp_path.rglob("*")] == ["mine"]
+
+
+def test_a_server_that_never_answers_is_given_up_quickly_and_said_so(tmp_path, monkeypatch, capsys):
+    import urllib.error
+    seen = {}
+
+    def silent_server(url, timeout=None, **kwargs):
+        seen["timeout"] = timeout
+        raise urllib.error.URLError(TimeoutError("timed out"))
+    monkeypatch.setattr(data.urllib.request, "urlopen", silent_server)
+    with pytest.raises(DataError, match=r"failed \(no answer within 15 s\)"):
+        fetch("tinyshakespeare/input.txt", data_dir=tmp_path)
+    assert seen["timeout"] == data.DOWNLOAD_TIMEOUT_S <= 15
+    err = capsys.readouterr().err
+    assert "downloading 'tinyshakespeare/input.txt' from https://" in err and "after 15 s without an answer" in err

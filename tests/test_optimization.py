@@ -1,7 +1,9 @@
 """Chapter 14: Adam settings, the warm-up schedule, label smoothing, checkpoints and their average."""
 import io
 import pickle
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -370,3 +372,54 @@ def test_budget_schedule_reads_the_update_count():
         opt.step()
         sched.step()
     assert rates == pytest.approx([1.0, 0.75, 0.5, 0.25])
+
+
+# --- hardening: nothing half-done ----------------------------------------------------------------------------
+def test_an_optimizer_state_that_does_not_fit_leaves_the_weights_alone(tmp_path):
+    net, opt, sched = _trained()
+    path = save_checkpoint(tmp_path / "c.pt", net, opt, sched, step=3)
+    other, _, _ = _trained(seed=5)
+    before = {k: v.clone() for k, v in other.state_dict().items()}
+    partial_opt = paper_adam(other[0].parameters())                 # one layer only: 2 parameters, not 4
+    with pytest.raises(CheckpointError, match=r"optimizer state holds \[4\] parameters per group, the optimizer \[2\]"):
+        load_checkpoint(path, other, partial_opt)
+    assert all(torch.equal(before[k], v) for k, v in other.state_dict().items())
+    assert not partial_opt.state                                    # the optimizer is untouched too
+    swapped = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))
+    wrong = paper_adam([swapped[2].weight, swapped[2].bias, swapped[0].weight, swapped[0].bias])
+    with pytest.raises(CheckpointError, match=r"optimizer state 'exp_avg' of shape \(8, 4\) does not fit a parameter "
+                                              r"of shape \(2, 8\)"):
+        load_checkpoint(path, swapped, wrong)
+
+
+def test_a_failed_save_leaves_no_temporary_file(tmp_path, monkeypatch):
+    net, opt, sched = _trained()
+    save_checkpoint(tmp_path / "c.pt", net, opt, sched, step=1)
+    good = (tmp_path / "c.pt").read_bytes()
+
+    def disk_full(obj, f, *args, **kwargs):
+        Path(f).write_bytes(b"half a checkpoint")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        save_checkpoint(tmp_path / "c.pt", net, opt, sched, step=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"] and (tmp_path / "c.pt").read_bytes() == good
+
+
+@pytest.mark.parametrize("extra, where", [
+    ({"bleu": np.float64(30.0)}, r"extra\['bleu'\] is a numpy.float64"),
+    ({"best": np.int64(3)}, r"extra\['best'\] is a numpy.int64"),
+    ({"out": Path("runs")}, r"extra\['out'\] is a pathlib.*Path"),
+    ({"log": [{"step": 1, "loss": np.float32(2.0)}]}, r"extra\['log'\]\[0\]\['loss'\] is a numpy.float32"),
+    ({"ids": frozenset({1})}, r"extra\['ids'\] is a builtins.frozenset"),
+])
+def test_extra_values_that_loading_refuses_are_refused_when_saving(tmp_path, extra, where):
+    net, _, _ = _trained()
+    with pytest.raises(TypeError, match=where + ".*cannot hold"):
+        save_checkpoint(tmp_path / "c.pt", net, extra=extra)
+    assert not list(tmp_path.iterdir())
+    fine = {"epoch": 1, "order": torch.arange(3), "log": [{"a": 1.5, "b": None, "c": (1, "x")}], "dtype": torch.float16,
+            "shape": torch.Size([2]), "tags": {"a"}, 3: b"raw"}
+    save_checkpoint(tmp_path / "ok.pt", net, extra=fine)
+    assert read_checkpoint(tmp_path / "ok.pt")["extra"]["log"] == fine["log"]

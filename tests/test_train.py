@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,7 +80,6 @@ def test_bad_config_file_is_one_clear_error_and_writes_nothing(tmp_path, capsys,
     assert main(["--config", str(cfg), "--out-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
-    import re
     assert re.search(message, err), err
     assert not out.exists()
 
@@ -149,6 +149,7 @@ def test_resume_equals_uninterrupted_and_results_record(tmp_path):
     rec = json.loads((tmp_path / "whole" / "results.json").read_text())
     for key in ("device", "torch", "training_seconds", "parameters", "git_commit", "target_tokens_per_s"):
         assert key in rec
+    assert rec["precision"] == "float32"                      # cpu-tiny trains without autocast
     t = rec["test_2016_flickr"]
     assert 0 <= t["bleu_greedy"] <= 100 and 0 <= t["bleu_beam"] <= 100 and "tok:13a" in t["signature"]
     assert (tmp_path / "whole" / "tokenizer.json").is_file() and (tmp_path / "whole" / "model.pt").is_file()
@@ -163,6 +164,15 @@ def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
     assert result.model.check_inputs is True                 # restored for whoever uses the model next
     with pytest.raises(ValueError, match=r"pair 0 holds token id 7, outside a vocabulary of 5"):
         train_module.check_token_ids([([1, 2], [3, 7])], 5)
+
+
+@needs_data
+def test_the_record_names_the_precision_the_run_used(tmp_path, monkeypatch):
+    """With amp on a CPU that has bf16 instructions the run trains under bf16 autocast, and says so."""
+    from transformer_lib import training
+    monkeypatch.setattr(training, "cpu_has_native_bf16", lambda: True)
+    result = run(tiny_recipe(tmp_path / "bf16", max_steps=2, amp=True))
+    assert result.results["precision"] == "bfloat16"
 
 
 @needs_data
@@ -325,3 +335,233 @@ def test_help_lists_every_flag_with_its_comment_and_default():
     assert "--amp, --no-amp" in text and "(default: True)" in text
     for f in dataclasses.fields(Recipe):
         assert "--" + f.name.replace("_", "-") in text and f"(default: {getattr(Recipe(), f.name)!r})" in text
+
+
+# --- hardening: numbers that are not numbers, paths checked before the first write ------------------------
+FLOAT_FIELDS = [f.name for f in dataclasses.fields(Recipe) if f.type == "float"]
+
+
+@pytest.mark.parametrize("name", FLOAT_FIELDS)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_every_float_field_must_be_finite(name, bad):
+    with pytest.raises(RecipeError, match=rf"^{name} must be a finite number, got -?(nan|inf)$"):
+        recipe_from_dict({name: bad})
+
+
+def test_float_fields_are_all_checked():
+    assert {"dropout", "attn_dropout", "ffn_dropout", "peak_lr", "decay_start", "label_smoothing", "clip_grad_norm",
+            "time_budget_s", "length_penalty"} == set(FLOAT_FIELDS)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"peak_lr": 0.0}, "peak_lr must be > 0"),
+    ({"clip_grad_norm": -1.0}, "clip_grad_norm must be >= 0"),
+    ({"length_penalty": -0.5}, "length_penalty must be >= 0"),
+    ({"label_smoothing": 1.0}, r"label_smoothing must be in \[0, 1\)"),
+    ({"attn_dropout": -0.1}, r"attn_dropout must be in \[0, 1\)"),
+    ({"seed": -1}, r"seed must be in \[0, 2\*\*31\)"),
+    ({"out_dir": ""}, "out_dir must name a directory"),
+    ({"device": "cuda:x"}, "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+    ({"time_budget_s": 10 ** 400}, "'time_budget_s' must be of type float"),
+])
+def test_ranges_name_the_field(values, message):
+    with pytest.raises(RecipeError, match=message):
+        recipe_from_dict(values)
+
+
+def test_a_recipe_built_by_hand_is_checked_too():
+    import numpy as np
+
+    from transformer_lib.recipe import validate_recipe
+    with pytest.raises(RecipeError, match=r"peak_lr must be of type float, got .*float64"):
+        validate_recipe(dataclasses.replace(Recipe(), peak_lr=np.float64(1e-3)))   # a checkpoint could not hold it
+    with pytest.raises(RecipeError, match="d_model must be of type int"):
+        validate_recipe(dataclasses.replace(Recipe(), d_model=512.0))
+    with pytest.raises(RecipeError, match="time_budget_s must be a finite number, got nan"):
+        run(dataclasses.replace(Recipe(), time_budget_s=math.nan, epochs=0, max_steps=0))
+
+
+def test_nan_time_budget_on_the_command_line_stops_at_once(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--preset", "cpu-tiny", "--time-budget-s", "nan", "--epochs", "0", "--max-steps", "0",
+                 "--out-dir", str(out)]) == 2
+    assert capsys.readouterr().err == "error: time_budget_s must be a finite number, got nan\n"
+    assert not out.exists()
+
+
+def test_output_paths_are_checked_before_anything_is_written(tmp_path):
+    from transformer_lib.recipe import check_output_paths
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "model.pt").mkdir()
+    (tmp_path / "snap").mkdir()
+    (tmp_path / "snap" / "snapshots").write_text("")
+    cases = [({"out_dir": str(afile)}, "out_dir .*afile cannot be a directory: it exists and is not a directory"),
+             ({"out_dir": str(afile / "run")}, "cannot be a directory: .*afile exists and is not a directory"),
+             ({"results": str(afile / "x.json")}, "the directory of results .*afile cannot be a directory"),
+             ({"results": str(tmp_path)}, "is a directory; give a file name"),
+             ({"out_dir": str(tmp_path / "taken")}, "model.pt is a directory, but the run writes a file"),
+             ({"out_dir": str(tmp_path / "snap")}, "snapshots is a file")]
+    for changes, message in cases:
+        with pytest.raises(RecipeError, match=message):
+            check_output_paths(recipe_from_dict({"preset": "cpu-tiny", **changes}))
+    check_output_paths(recipe_from_dict({"preset": "cpu-tiny", "out_dir": str(tmp_path / "a" / "b")}))
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_output_directory_without_write_permission(tmp_path):
+    from transformer_lib.recipe import check_output_paths
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        with pytest.raises(RecipeError, match="no write permission on .*locked"):
+            check_output_paths(recipe_from_dict({"preset": "cpu-tiny", "out_dir": str(locked / "run")}))
+    finally:
+        locked.chmod(0o700)
+
+
+def test_preset_note_says_what_cpu_tiny_is_for():
+    from transformer_lib.recipe import preset_note
+    note = preset_note(dataclasses.replace(preset("cpu-tiny"), out_dir="elsewhere", progress=False))
+    assert "smoke test of the pipeline" in note and "cpu-30min" in note and "load_translator" in note
+    assert preset_note(preset("cpu-30min")) is None and preset_note(recipe_from_dict(TINY)) is None
+
+
+# --- hardening: the command line never shows a traceback for a failure the user can cause ----------------
+def _one_error_line(capsys):
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+@needs_data
+def test_user_caused_failures_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    import transformer_lib.train as train_module
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    done = tmp_path / "done"
+    run(tiny_recipe(done, max_steps=3))
+    capsys.readouterr()
+    corrupt_tok = tmp_path / "corrupt_tok"
+    shutil.copytree(done, corrupt_tok)
+    (corrupt_tok / "tokenizer.json").write_text('{"version": "1.0", "trunc')
+    no_ckpt = tmp_path / "no_ckpt"
+    no_ckpt.mkdir()
+    shutil.copy(done / "tokenizer.json", no_ckpt / "tokenizer.json")
+    cases = [
+        (tiny_flags(afile), "out_dir .*afile cannot be a directory"),
+        (tiny_flags(tmp_path / "r1", results=str(afile / "r.json")), "the directory of results .* cannot be"),
+        (tiny_flags(tmp_path / "r2", results=str(tmp_path)), "is a directory; give a file name"),
+        (tiny_flags(tmp_path / "r3", d_model=9, n_heads=3), "model cannot be built: d_model must be a positive even"),
+        (tiny_flags(tmp_path / "r4", vocab_size=262), r"vocab_size=262 does not work for this training text: .*>= \d+"),
+        (tiny_flags(tmp_path / "r5", time_budget_s="nan", max_steps=0), "time_budget_s must be a finite number"),
+        (tiny_flags(corrupt_tok) + ["--resume"], "not a valid tokenizers JSON file.*cannot be used without its tokenizer"),
+        (tiny_flags(no_ckpt) + ["--resume"], "holds no checkpoint: its run stopped before writing one"),
+        (["--config", str(tmp_path)], "config file .* does not exist"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        line = _one_error_line(capsys)
+        assert re.search(message, line), (message, line)
+    for name in ("r1", "r2", "r3", "r4", "r5"):
+        assert not (tmp_path / name).exists(), name
+    assert sorted(p.name for p in no_ckpt.iterdir()) == ["tokenizer.json"]
+    # a file-system failure in the middle of a run: one line too
+    monkeypatch.setattr(train_module, "save_checkpoint", lambda *a, **k: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+    assert main(tiny_flags(tmp_path / "full")) == 2
+    assert "[Errno 28] No space left on device" in _one_error_line(capsys)
+
+
+def test_the_command_line_process_prints_no_traceback(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    for flags in (["--out-dir", str(afile)], ["--d-model", "9", "--n-heads", "3", "--out-dir", str(tmp_path / "x")],
+                  ["--peak-lr", "nan"]):
+        r = subprocess.run([sys.executable, "-m", "transformer_lib.train", "--preset", "cpu-tiny", *flags],
+                           capture_output=True, text=True, timeout=120, env=env)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@needs_data
+def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found_it(tmp_path, monkeypatch, capsys):
+    import transformer_lib.train as train_module
+    real = train_module.make_schedule
+
+    def failing(s):
+        assert s.tok_path.is_file()                      # the tokenizer was written already
+        raise RecipeError("a late check failed")
+
+    monkeypatch.setattr(train_module, "make_schedule", failing)
+    fresh, existing = tmp_path / "runs" / "fresh", tmp_path / "existing"
+    existing.mkdir()
+    (existing / "notes.txt").write_text("mine")
+    for out in (fresh, existing):
+        assert main(tiny_flags(out, max_steps=2)) == 2
+        assert "a late check failed" in _one_error_line(capsys)
+    assert not (tmp_path / "runs").exists()
+    assert [p.name for p in existing.iterdir()] == ["notes.txt"]
+    monkeypatch.setattr(train_module, "make_schedule", real)
+    assert main(tiny_flags(fresh, max_steps=2)) == 0             # the corrected rerun works in the same place
+    assert (fresh / "results.json").is_file()
+
+
+def _poison_after(monkeypatch, at_step):
+    import transformer_lib.train as train_module
+    real = train_module.after_step
+
+    def poisoned(s, limit_steps, step):
+        real(s, limit_steps, step)
+        if step == at_step:
+            with torch.no_grad():
+                next(s.model.parameters()).fill_(float("nan"))
+
+    monkeypatch.setattr(train_module, "after_step", poisoned)
+
+
+@needs_data
+@pytest.mark.parametrize("log_every, message", [
+    (4, r"training diverged: NaN or infinite weights at step 6 \(.*\); the checkpoint of step 3 is kept"),
+    (1, r"training diverged: loss became nan at step 5; the checkpoint of step 3 is kept"),
+])
+def test_a_diverging_run_keeps_its_last_good_checkpoint(tmp_path, monkeypatch, capsys, log_every, message):
+    """Weights turn NaN after update 4: the checkpoint of step 6 must not be written over the one of step 3."""
+    _poison_after(monkeypatch, 4)
+    out = tmp_path / "run"
+    with pytest.raises(FloatingPointError, match=message) as e:
+        run(tiny_recipe(out, max_steps=8, log_every=log_every, checkpoint_every=3))
+    assert "--peak-lr (now 0.003)" in str(e.value) and "--clip-grad-norm" in str(e.value)
+    ckpt = read_checkpoint(out / "checkpoint.pt")
+    assert ckpt["step"] == 3 and all(torch.isfinite(t).all() for t in ckpt["model"].values() if t.is_floating_point())
+    assert not (out / "model.pt").exists() and not list(out.glob("*.tmp"))
+    capsys.readouterr()
+    assert main(tiny_flags(tmp_path / "cli", max_steps=8, log_every=log_every, checkpoint_every=3)) == 2
+    assert re.search(message, _one_error_line(capsys))
+
+
+@needs_data
+def test_the_run_says_where_its_files_are(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run(tiny_recipe("rel/run", max_steps=2, results="rec.json"))
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"output directory: {tmp_path / 'rel' / 'run'}"
+    assert (f"wrote checkpoint.pt, tokenizer.json, model.pt, history.json, translations.json in {tmp_path / 'rel' / 'run'}; "
+            f"results record: {tmp_path / 'rec.json'}") in out
+    assert "smoke test" not in out                           # not the cpu-tiny model: no note
+
+
+def test_report_files_says_what_cpu_tiny_is_for(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from transformer_lib.recipe import report_files
+    (tmp_path / "model.pt").write_text("")
+    report_files(SimpleNamespace(out_dir=tmp_path, recipe=dataclasses.replace(preset("cpu-tiny"), out_dir=str(tmp_path))))
+    out = capsys.readouterr().out
+    assert f"wrote model.pt in {tmp_path}; results record: {tmp_path / 'results.json'}" in out
+    assert "cpu-tiny is a smoke test of the pipeline" in out and "--preset cpu-30min" in out

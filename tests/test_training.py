@@ -409,3 +409,106 @@ def test_background_reraises_the_producers_error_and_stops_early():
     for t in _prefetch_threads():
         t.join(timeout=5.0)
     assert not [t for t in _prefetch_threads() if t.is_alive()]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_steps": None, "time_budget_s": float("nan")}, "time_budget_s must be a finite number >= 0 or None, got nan"),
+    ({"max_steps": 2, "time_budget_s": float("inf")}, "time_budget_s must be a finite number >= 0 or None, got inf"),
+    ({"max_steps": 2, "time_budget_s": -1.0}, "time_budget_s must be a finite number >= 0"),
+    ({"max_steps": 2, "clip_grad_norm": float("nan")}, "clip_grad_norm must be a finite number > 0 or None, got nan"),
+    ({"max_steps": 2, "clip_grad_norm": 0.0}, "clip_grad_norm must be a finite number > 0"),
+])
+def test_train_numbers_that_are_not_numbers(kwargs, message):
+    """A NaN budget compares false with every clock reading: without the check, training never stops."""
+    pairs = _copy_task(8)
+    loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
+    model, opt, _ = _setup()
+    with pytest.raises(ValueError, match=message):
+        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, device="cpu", progress=False, **kwargs)
+
+
+class _RecordingBar:
+    made = []
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.n, self.desc, self.closed = kwargs, kwargs.get("initial", 0), "", False
+        _RecordingBar.made.append(self)
+
+    def update(self, k):
+        self.n += k
+
+    def set_description_str(self, desc, refresh=True):
+        self.desc = desc
+
+    def set_postfix(self, **kwargs):
+        self.postfix = kwargs
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("budget", [None, 5.5])
+def test_the_progress_bar_counts_seconds_against_a_time_budget(monkeypatch, budget):
+    """With a budget the bar's total is the budget in seconds (no step total with a meaningless ETA)."""
+    import transformer_lib.training as training_module
+    fake = _FakeTime()
+    monkeypatch.setattr(engineering.time, "perf_counter", fake)
+    monkeypatch.setattr(training_module, "tqdm", _RecordingBar)
+    _RecordingBar.made.clear()
+    pairs = _copy_task(64)
+    loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
+    model, opt, sched = _setup()
+    base_loss = LabelSmoothingLoss(10, 0.0, PAD)
+
+    def slow_loss(logits, target):
+        fake.t += 1.0
+        return base_loss(logits, target)
+
+    train(model, loader, slow_loss, opt, sched, max_steps=500, time_budget_s=budget, log_every=4, device="cpu",
+          progress=True)
+    bar = _RecordingBar.made[-1]
+    assert bar.closed
+    if budget is None:
+        assert bar.kwargs["total"] == 500 and bar.kwargs["unit"] == "step" and bar.n == 500
+    else:
+        assert bar.kwargs["total"] == 5.5 and bar.kwargs["unit"] == "s" and "s of training" in bar.kwargs["bar_format"]
+        assert bar.n == 5.5 and bar.desc == "step 6"                # 6 updates of 1 s: stopped by the budget
+
+
+def test_write_json_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from pathlib import Path
+    engineering.write_json(tmp_path / "r.json", {"a": 1})
+
+    def disk_full(self, text, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        engineering.write_json(tmp_path / "r.json", {"a": 2})
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"] and (tmp_path / "r.json").read_text() == '{\n  "a": 1\n}\n'
+
+
+def test_undo_on_error_removes_only_what_the_block_created(tmp_path):
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "keep.json").write_text("{}")
+    for run_dir in (tmp_path / "a" / "b", tmp_path / "old"):
+        with pytest.raises(KeyError):
+            with engineering.undo_on_error(run_dir, ["keep.json", "tokenizer.json"]):
+                run_dir.mkdir(parents=True, exist_ok=True)
+                (run_dir / "tokenizer.json").write_text("{}")
+                (run_dir / "keep.json").write_text("{}")
+                raise KeyError("late failure")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["old", "old/keep.json"]
+    with engineering.undo_on_error(tmp_path / "fine", ["x"]):             # no error: nothing is undone
+        (tmp_path / "fine").mkdir()
+    assert (tmp_path / "fine").is_dir()
+
+
+def test_nonfinite_weights_names_them():
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2))
+    assert engineering.nonfinite_weights(net) == []
+    with torch.no_grad():
+        net[0].bias[1] = float("nan")
+        net[1].weight[0] = float("inf")
+    assert engineering.nonfinite_weights(net) == ["0.bias", "1.weight"]

@@ -6,10 +6,12 @@ Appendix A2 (notebooks/A2_data.ipynb): `load_multi30k` and the other loaders nee
 trained translator, `load_translator()`, needs the [nlp] extra (tokenizers). Not in the paper."""
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -22,9 +24,9 @@ import torch
 from .model import Transformer, TransformerConfig
 
 # %% auto #0
-__all__ = ['ENV_VAR', 'MANIFEST', 'MULTI30K_SPLITS', 'TRANSLATOR_NAME', 'TRANSLATOR_FORMAT', 'DataError', 'DataFile',
-           'resolve_data_dir', 'sha256_of', 'fetch', 'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng',
-           'save_translator', 'load_translator']
+__all__ = ['ENV_VAR', 'MANIFEST', 'DOWNLOAD_TIMEOUT_S', 'MULTI30K_SPLITS', 'TRANSLATOR_NAME', 'TRANSLATOR_FORMAT', 'DataError',
+           'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch', 'load_multi30k', 'load_tiny_shakespeare',
+           'load_tatoeba_fra_eng', 'save_translator', 'load_translator']
 
 # %% ../notebooks/A2_data.ipynb #777e445e
 ENV_VAR = "TRANSFORMER_LIB_DATA"
@@ -85,11 +87,18 @@ def _how_to_provide(entry: DataFile, root: Path) -> str:
             f"or point {ENV_VAR} (or the data_dir argument) at a directory that holds '{entry.path}'.")
 
 
+DOWNLOAD_TIMEOUT_S = 15.0   # seconds to wait for the server: to connect, and for each piece of the answer
+
+
 def _download(entry: DataFile, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".part")
+    created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]   # innermost first
+    print(f"downloading '{entry.path}' from {entry.url} to {target.parent} "
+          f"(giving up after {DOWNLOAD_TIMEOUT_S:g} s without an answer)", file=sys.stderr, flush=True)
+    tmp = None
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url, timeout=60) as resp:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".part")
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url, timeout=DOWNLOAD_TIMEOUT_S) as resp:
             shutil.copyfileobj(resp, out)
         got = sha256_of(Path(tmp))
         if got != entry.sha256:
@@ -97,15 +106,26 @@ def _download(entry: DataFile, target: Path) -> None:
                             f"expected {entry.sha256}; the file was discarded.")
         os.replace(tmp, target)
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
+        for folder in created if not target.exists() else []:  # the folders made for a file that did not come
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _why(e: BaseException) -> str:
+    reason = getattr(e, "reason", e)                             # URLError wraps the socket's error
+    if isinstance(reason, TimeoutError):
+        return f"no answer within {DOWNLOAD_TIMEOUT_S:g} s"
+    return str(e)
 
 
 def fetch(name: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
     """Path to the verified dataset file `name` (a key of `MANIFEST`), downloading it if allowed.
 
     Raises `DataError` naming the file, the directory searched and how to provide the file when it
-    is missing and cannot be downloaded, or when its checksum does not match.
+    is missing and cannot be downloaded, or when its checksum does not match. A download says on
+    standard error what it fetches, and gives up after `DOWNLOAD_TIMEOUT_S` seconds of silence.
     """
     if name not in MANIFEST:
         raise DataError(f"Unknown dataset file {name!r}; known files: {sorted(MANIFEST)}")
@@ -118,7 +138,7 @@ def fetch(name: str, data_dir: str | os.PathLike | None = None, download: bool =
             _download(entry, path)
         except (urllib.error.URLError, OSError, TimeoutError) as e:
             raise DataError(f"Dataset file '{entry.path}' not found in {root} and the download from "
-                            f"{entry.url} failed ({e}). " + _how_to_provide(entry, root)) from e
+                            f"{entry.url} failed ({_why(e)}). " + _how_to_provide(entry, root)) from e
     got = sha256_of(path)
     if got != entry.sha256:
         raise DataError(f"Dataset file {path} has SHA-256 {got}, expected {entry.sha256}: it is corrupt "

@@ -29,8 +29,9 @@ from .benchmarking import device_name, synchronize
 
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'TrainingClock', 'to_device', 'background', 'prefetch', 'world_size', 'sum_across_processes',
-           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'LogWindow', 'git_commit',
-           'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
+           'dist_env', 'device_for', 'init_distributed', 'barrier', 'max_weight_diff', 'LogWindow',
+           'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error', 'git_commit', 'provenance',
+           'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 class TrainingClock:
@@ -204,6 +205,73 @@ class LogWindow:
         self.reset(now)
         return record, out_of_time > 0
 
+# %% ../notebooks/A4_engineering.ipynb #7c1e0a11
+def check_train_limits(max_steps, time_budget_s, clip_grad_norm, log_every: int) -> None:
+    "ValueError naming the argument unless `train`'s limits can stop it and its numbers are finite."
+    if max_steps is None and time_budget_s is None:
+        raise ValueError("give max_steps or time_budget_s (or both): with neither, training would never stop")
+    for name, value, low in (("time_budget_s", time_budget_s, 0.0), ("clip_grad_norm", clip_grad_norm, None)):
+        ok = isinstance(value, (int, float)) and math.isfinite(value) and (value >= low if low is not None else value > 0)
+        if value is not None and not ok:
+            raise ValueError(f"{name} must be a finite number {'>= 0' if low is not None else '> 0'} or None, "
+                             f"got {value!r}")
+    if log_every < 1:
+        raise ValueError(f"log_every must be >= 1, got {log_every}")
+
+
+class Progress:
+    """`train`'s progress bar, made by `make_bar` (e.g. tqdm): seconds of training against
+    `time_budget_s` when there is a budget (read from `clock.last`, so no extra synchronisation; a
+    clock without `last` gives a bar of updates), else updates against `max_steps`. Other
+    attributes (`set_postfix`, `close`) are the bar's."""
+
+    def __init__(self, make_bar: Callable, max_steps: int | None, start_step: int, time_budget_s: float | None,
+                 clock: TrainingClock, enabled: bool = True):
+        self.clock, self.budget = clock, time_budget_s if hasattr(clock, "last") else None
+        if self.budget is None:
+            self.bar = make_bar(total=max_steps, initial=start_step, disable=not enabled, unit="step", mininterval=0.5)
+        else:
+            self.bar = make_bar(total=time_budget_s, initial=min(clock.last, time_budget_s), disable=not enabled,
+                                unit="s", mininterval=0.5, desc=f"step {start_step}",
+                                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s of training "
+                                           "[{elapsed}<{remaining}{postfix}]")
+
+    def update(self, step: int) -> None:
+        "After update number `step`."
+        if self.budget is None:
+            self.bar.update(1)
+            return
+        self.bar.set_description_str(f"step {step}", refresh=False)
+        self.bar.update(max(0.0, min(self.clock.last, self.budget) - self.bar.n))
+
+    def __getattr__(self, name):
+        if "bar" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["bar"], name)
+
+
+def nonfinite_weights(model: torch.nn.Module) -> list[str]:
+    "Names of the floating-point parameters and buffers of `model` that hold a NaN or an infinity."
+    return [name for name, t in model.state_dict().items() if t.is_floating_point() and not bool(t.isfinite().all())]
+
+
+@contextlib.contextmanager
+def undo_on_error(directory: str | os.PathLike, names: Iterable[str], enabled: bool = True) -> Iterator[None]:
+    """If the body raises: delete the files `names` in `directory` that it created, then the folders
+    it created (when empty), and re-raise. What existed before is left alone. `enabled=False`: no undo."""
+    directory = Path(directory)
+    new_dirs = [p for p in (directory, *directory.parents) if not p.exists()]      # innermost first
+    new_files = [directory / n for n in names if not (directory / n).exists()]
+    try:
+        yield
+    except BaseException:
+        for path in new_files if enabled else []:
+            path.unlink(missing_ok=True)
+        for folder in new_dirs if enabled else []:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
 # %% ../notebooks/A4_engineering.ipynb #da5957d2
 def git_commit() -> str | None:
     "The commit of the repository the package is run from (with '-dirty' if it has changes), or None."
@@ -229,9 +297,13 @@ def write_json(path: str | os.PathLike, obj, indent: int = 2) -> Path:
     "Write `obj` as JSON to `path` atomically (the old file or the new one, never half of one)."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(obj, indent=indent, ensure_ascii=False) + "\n"
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)                          # a failed write leaves no partial file
     return path
 
 # %% ../notebooks/A4_engineering.ipynb #45a2983e

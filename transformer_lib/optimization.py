@@ -6,6 +6,7 @@ Chapter 14 (notebooks/14_optimization.ipynb): the paper's sections 5.3 (Adam, th
 5.4 (label smoothing) and 6.1 (checkpoint averaging), plus a budget schedule and AdamW. Needs only PyTorch."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import os
@@ -22,7 +23,8 @@ from .model import _is_compiling
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'budget_lr', 'BudgetSchedule', 'adamw',
            'CosineSchedule', 'LabelSmoothingLoss', 'CheckpointError', 'unwrap_model', 'config_dict', 'get_rng_state',
-           'set_rng_state', 'save_checkpoint', 'read_checkpoint', 'load_checkpoint', 'average_checkpoints']
+           'set_rng_state', 'save_checkpoint', 'check_loadable', 'read_checkpoint', 'load_checkpoint',
+           'average_checkpoints']
 
 # %% ../notebooks/14_optimization.ipynb #78ec5956
 def paper_adam(params: Iterable, lr: float = 1.0, betas: tuple[float, float] = (0.9, 0.98),
@@ -240,7 +242,8 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
     """Write model, optimizer, scheduler, step, config, RNG states and `extra` to `path` atomically.
 
     `config` defaults to `model.config` when the model has one. `extra` holds anything else a loop
-    needs to resume (plain values and tensors only). Returns the path.
+    needs to resume: tensors and plain values only (what loading reads back; anything else, e.g. a
+    numpy scalar or a Path, is a TypeError here, not an unreadable file later). Returns the path.
     """
     model = unwrap_model(model)
     if config is None:
@@ -250,12 +253,39 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, optimizer: torch.
             "optimizer": optimizer.state_dict() if optimizer is not None else None,
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
             "rng": get_rng_state(), "extra": dict(extra or {})}
+    check_loadable(ckpt["extra"], "extra")
+    check_loadable(ckpt["config"], "config")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)             # atomic: the old file or the new one, never half of one
+    try:
+        torch.save(ckpt, tmp)
+        os.replace(tmp, path)         # atomic: the old file or the new one, never half of one
+    finally:
+        tmp.unlink(missing_ok=True)   # a failed save (disk full, ...) leaves no partial file behind
     return path
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.Size, torch.dtype, torch.device)
+
+
+def check_loadable(value, where: str = "value") -> None:
+    """TypeError unless `torch.load(weights_only=True)` can read `value` back: tensors, plain Python
+    values, and lists, tuples, sets and dicts of them (subclasses such as numpy scalars are refused)."""
+    if isinstance(value, torch.Tensor) or type(value) in _PLAIN:
+        return
+    if type(value) in (list, tuple, set):
+        for i, item in enumerate(value):
+            check_loadable(item, f"{where}[{i}]")
+    elif type(value) in (dict, collections.OrderedDict):
+        for key, item in value.items():
+            check_loadable(key, f"a key of {where}")
+            check_loadable(item, f"{where}[{key!r}]")
+    else:
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        raise TypeError(f"{where} is a {kind}, which a checkpoint cannot hold: loading reads back only tensors "
+                        "and plain Python values (torch.load(weights_only=True)); convert it first, e.g. float(x) "
+                        "for a numpy scalar, str(p) for a path")
 
 
 def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
@@ -284,25 +314,54 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None,
     tensors and plain values.
     """
     ckpt = read_checkpoint(path, map_location)
+    model = unwrap_model(model) if model is not None else None
+    _check_fits(ckpt, path, model, optimizer, scheduler)    # everything checked before anything changes
+    try:
+        for name, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
+            if obj is not None:
+                obj.load_state_dict(ckpt[name])
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"checkpoint {path} does not fit the model: {e}") from e
+    if restore_rng:
+        set_rng_state(ckpt["rng"])
+    return ckpt
+
+
+def _check_fits(ckpt: dict, path, model: nn.Module | None, optimizer, scheduler) -> None:
+    """CheckpointError unless the checkpoint's config, weights and optimizer state fit the objects given."""
     if model is not None:
-        model = unwrap_model(model)
         mine, saved = config_dict(getattr(model, "config", None)), ckpt["config"]
         if mine is not None and saved is not None and mine != saved:
             diff = ", ".join(f"{k}: {saved.get(k)!r} in the checkpoint, {mine.get(k)!r} in the model"
                              for k in sorted(set(mine) | set(saved)) if mine.get(k) != saved.get(k))
             raise CheckpointError(f"checkpoint {path} was saved for a different configuration ({diff})")
-        try:
-            model.load_state_dict(ckpt["model"])
-        except RuntimeError as e:
-            raise CheckpointError(f"checkpoint {path} does not fit the model: {e}") from e
+        _check_shapes(ckpt["model"], model.state_dict(), f"checkpoint {path} does not fit the model")
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
-        if obj is not None:
-            if ckpt[name] is None:
-                raise CheckpointError(f"checkpoint {path} has no {name} state")
-            obj.load_state_dict(ckpt[name])
-    if restore_rng:
-        set_rng_state(ckpt["rng"])
-    return ckpt
+        if obj is not None and ckpt[name] is None:
+            raise CheckpointError(f"checkpoint {path} has no {name} state")
+    if optimizer is not None:
+        saved_groups = [g["params"] for g in ckpt["optimizer"].get("param_groups", [])]
+        mine = [g["params"] for g in optimizer.param_groups]
+        if [len(g) for g in saved_groups] != [len(g) for g in mine]:
+            raise CheckpointError(f"checkpoint {path}: its optimizer state holds {[len(g) for g in saved_groups]} "
+                                  f"parameters per group, the optimizer {[len(g) for g in mine]}; it was saved for "
+                                  "another model or another grouping of the parameters")
+        state = ckpt["optimizer"].get("state", {})
+        for ids, params in zip(saved_groups, mine):
+            for i, p in zip(ids, params):
+                for key, t in state.get(i, {}).items():
+                    if isinstance(t, torch.Tensor) and t.dim() and t.shape != p.shape:
+                        raise CheckpointError(f"checkpoint {path}: optimizer state {key!r} of shape {tuple(t.shape)} "
+                                              f"does not fit a parameter of shape {tuple(p.shape)}")
+
+
+def _check_shapes(saved: dict, mine: dict, what: str) -> None:
+    missing, unexpected = sorted(set(mine) - set(saved)), sorted(set(saved) - set(mine))
+    shapes = [f"{k}: {tuple(saved[k].shape)} in the checkpoint, {tuple(mine[k].shape)} in the model"
+              for k in mine if k in saved and hasattr(saved[k], "shape") and saved[k].shape != mine[k].shape]
+    if missing or unexpected or shapes:
+        raise CheckpointError(f"{what}: " + "; ".join(
+            [f"missing {missing}"] * bool(missing) + [f"unexpected {unexpected}"] * bool(unexpected) + shapes))
 
 # %% ../notebooks/14_optimization.ipynb #eca1d327
 def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.Tensor]:

@@ -9,18 +9,42 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
+import re
+import statistics
 from dataclasses import asdict, dataclass, fields
-from typing import Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
-from .engineering import FIELD_TYPES, add_dataclass_flags, given_flags, read_config_file
-from .optimization import CheckpointError
+from transformer_lib.engineering import (
+    FIELD_TYPES,
+    add_dataclass_flags,
+    given_flags,
+    nonfinite_weights,
+    provenance,
+    read_config_file,
+)
+from transformer_lib.optimization import (
+    BudgetSchedule,
+    CheckpointError,
+    WarmupSchedule,
+    paper_adam,
+    read_checkpoint,
+    warmup_lr,
+)
+
+from .data import load_multi30k
+from .text import SubwordTokenizer
 
 # %% auto #0
-__all__ = ['PRESETS', 'RUN_ONLY', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file',
-           'validate_recipe', 'parse_args', 'check_resume']
+__all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict',
+           'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume', 'results_path',
+           'check_output_paths', 'read_inputs', 'preset_note', 'budget_progress', 'make_schedule', 'results_record',
+           'diverged', 'check_weights', 'report_files']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
@@ -115,7 +139,10 @@ def _coerce(key: str, value, typ: type):
     if typ is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:                                # an int beyond float's range
+            pass
     if typ is str and isinstance(value, str):
         return value
     raise RecipeError(f"config key {key!r} must be of type {typ.__name__}, got {value!r}")
@@ -153,8 +180,19 @@ def load_recipe_file(path: str | os.PathLike, base: Recipe | None = None) -> Rec
     return recipe_from_dict(values, base)
 
 
+def _check_field_types(r: Recipe) -> None:
+    """Every field of its declared type (an int is fine for a float; numpy scalars are not), every float finite."""
+    for f in fields(Recipe):
+        value, typ = getattr(r, f.name), FIELD_TYPES[f.type]
+        if not (type(value) is typ or (typ is float and type(value) is int)):
+            raise RecipeError(f"{f.name} must be of type {typ.__name__}, got {value!r} ({type(value).__name__})")
+        if typ is float and not math.isfinite(value):       # NaN passes every comparison: catch it here
+            raise RecipeError(f"{f.name} must be a finite number, got {value}")
+
+
 def validate_recipe(r: Recipe) -> None:
     "Raise `RecipeError` naming the field for any value that cannot work."
+    _check_field_types(r)
     positive = ("d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "batch_tokens", "bucket", "warmup_steps",
                 "average_last", "checkpoint_every", "beam_size", "log_every")
     for name in positive:
@@ -181,11 +219,22 @@ def validate_recipe(r: Recipe) -> None:
         raise RecipeError(f"peak_lr must be > 0, got {r.peak_lr}")
     if not (r.epochs or r.time_budget_s or r.max_steps):
         raise RecipeError("set at least one of epochs, time_budget_s, max_steps (all are 0: training would never stop)")
-    if r.device != "auto" and not (r.device == "cpu" or r.device.startswith("cuda")):
-        raise RecipeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {r.device!r}")
-    if r.device.startswith("cuda") and not torch.cuda.is_available():
-        raise RecipeError(f"device={r.device!r} was requested, but CUDA is not available on this machine "
+    if not 0 <= r.seed < 2**31:
+        raise RecipeError(f"seed must be in [0, 2**31), got {r.seed}")
+    if not r.out_dir.strip():
+        raise RecipeError("out_dir must name a directory, got an empty string")
+    _check_device(r.device)
+
+
+def _check_device(device: str) -> None:
+    if device != "auto" and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise RecipeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RecipeError(f"device={device!r} was requested, but CUDA is not available on this machine "
                           "(torch.cuda.is_available() is False); use --device cpu or --device auto")
+    if device.startswith("cuda:") and int(device[5:]) >= torch.cuda.device_count():
+        raise RecipeError(f"device={device!r} was requested, but this machine has {torch.cuda.device_count()} "
+                          "CUDA device(s), numbered from 0")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
@@ -221,3 +270,145 @@ def check_resume(recipe: Recipe, ckpt: dict, path) -> None:
     if diff:
         raise CheckpointError(f"checkpoint {path} comes from an incompatible recipe ({'; '.join(diff)}); "
                               "resume with the same settings or start a new --out-dir")
+
+# %% ../notebooks/A5_recipe.ipynb #5e1a7c21
+RUN_FILES = ("checkpoint.pt", "tokenizer.json", "model.pt", "history.json", "translations.json", "results.json")
+
+
+def results_path(r: Recipe) -> Path:
+    "Where the run's results record goes: `results`, or OUT_DIR/results.json."
+    return Path(r.results) if r.results else Path(r.out_dir) / "results.json"
+
+
+def _check_creatable_dir(path: Path, what: str) -> None:
+    "RecipeError unless `path` is a directory or can become one: its nearest existing ancestor is a writable directory."
+    existing = next(p for p in (path, *path.parents) if p.exists() or p.is_symlink())
+    if not existing.is_dir():
+        where = "it exists and" if existing == path else f"{existing} exists and"
+        raise RecipeError(f"{what} {path} cannot be a directory: {where} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RecipeError(f"{what} {path} cannot be written: no write permission on {existing}")
+
+
+def check_output_paths(r: Recipe) -> None:
+    """Raise `RecipeError` unless every path the run will write can be written: OUT_DIR, the files in
+    it (`RUN_FILES`, `snapshots/`) and the results record. Run before training, so a bad path costs
+    nothing and loses nothing."""
+    out = Path(r.out_dir)
+    _check_creatable_dir(out, "out_dir")
+    for name in RUN_FILES:
+        if (out / name).is_dir():
+            raise RecipeError(f"{out / name} is a directory, but the run writes a file of that name")
+    if (out / "snapshots").exists() and not (out / "snapshots").is_dir():
+        raise RecipeError(f"{out / 'snapshots'} is a file, but the run keeps its epoch snapshots in a directory there")
+    results = results_path(r)
+    if results.is_dir():
+        raise RecipeError(f"results {results} is a directory; give a file name, e.g. {results / 'results.json'}")
+    _check_creatable_dir(results.parent, "the directory of results")
+
+
+def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, dict]:
+    """The checkpoint (when resuming; else None) and the text of the three data splits, read and checked
+    before the run writes anything: `CheckpointError`, `RecipeError` (an occupied OUT_DIR), `DataError`."""
+    ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
+    ckpt = None
+    if resume and tok_path.is_file() and not ckpt_path.exists():
+        raise CheckpointError(f"{out} holds no checkpoint: its run stopped before writing one; start it again "
+                              "without --resume")
+    if resume:
+        ckpt = read_checkpoint(ckpt_path)          # CheckpointError: missing, truncated, corrupt
+        check_resume(recipe, ckpt, ckpt_path)
+        try:
+            SubwordTokenizer.load(tok_path)        # missing or corrupt: the checkpoint is of no use
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{e}: the checkpoint cannot be used without its tokenizer") from e
+    elif ckpt_path.exists():                       # (a tokenizer alone is a start that never trained: redone)
+        raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose another --out-dir")
+    text = {split: load_multi30k(split) for split in ("train", "val", "test_2016_flickr")}  # DataError
+    if recipe.train_pairs:
+        text["train"] = text["train"][:recipe.train_pairs]
+    return ckpt, text
+
+
+# What a preset is for, printed when a run of it ends.
+PRESET_NOTES = {
+    "cpu-tiny": "cpu-tiny is a smoke test of the pipeline: data, tokenizer, model, schedule, checkpoints, decoding "
+                "and BLEU run together in a minute or two. It is not a translator, and its BLEU is near zero. For a "
+                "translator, train --preset cpu-30min (thirty minutes on a CPU) or load the book's trained weights "
+                "with transformer_lib.load_translator().",
+}
+
+
+def preset_note(r: Recipe) -> str | None:
+    "The note of the preset whose model and training `r` repeats (all `resume_keys()` agree), else None."
+    for name, note in PRESET_NOTES.items():
+        if all(getattr(r, k) == getattr(preset(name), k) for k in resume_keys()):
+            return note
+    return None
+
+# %% ../notebooks/A5_recipe.ipynb #5e1a7c24
+if TYPE_CHECKING:
+    from transformer_lib.train import RunResult
+
+
+def budget_progress(s: RunResult, updates: int) -> float:
+    "The budget schedule's progress: the fraction of the time or of the update budget used, the larger."
+    r = s.recipe
+    used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
+    return max(used, updates / r.max_steps if r.max_steps else 0.0)
+
+
+def make_schedule(s: RunResult) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    "The paper's Adam with the recipe's schedule: eq. (3) rescaled to peak_lr, or the budget schedule."
+    r = s.recipe
+    if r.schedule == "budget":
+        optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr)
+        return optimizer, BudgetSchedule(optimizer, r.warmup_steps, partial(budget_progress, s), r.decay_start)
+    optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr / warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps))
+    return optimizer, WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
+
+
+def results_record(s: RunResult, chosen: str, test_greedy: dict, test_beam: dict) -> dict:
+    "The results record: provenance, the recipe (flat keys), speed, validation and test BLEU."
+    r, history = s.recipe, s.history
+    val_final = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
+    return {
+        "task": "Multi30k task 1, German→English", "measured": True,
+        "precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),         # autocast dtype
+        **provenance(s.device, s.world_size, s.commit),
+        "recipe": asdict(r), "parameters": s.n_params, "training_seconds": round(s.train_seconds, 2),
+        "steps": s.step, "epochs": round(s.step / s.steps_per_epoch, 2), "weights": chosen,
+        "target_tokens_per_s": sum(h["tokens"] for h in history) / max(s.train_seconds, 1e-9),
+        "target_tokens_per_s_median_window": statistics.median(h["tokens_per_s"] for h in history) if history else None,
+        "val": {"loss": val_final["val_loss"], "bleu_greedy": val_final["bleu_greedy"], "sentences": len(s.val_pairs)},
+        "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
+                             "beam_size": r.beam_size, "length_penalty": r.length_penalty,
+                             "signature": test_greedy["signature"], "sentences": len(s.test_pairs),
+                             "greedy_sentences_per_s": test_greedy["sentences_per_s"],
+                             "beam_sentences_per_s": test_beam["sentences_per_s"]},
+    }
+
+# %% ../notebooks/A5_recipe.ipynb #5e1a7c26
+def diverged(s: RunResult, what: str) -> FloatingPointError:
+    "The error of a diverged run: what happened, which checkpoint survives, what to change."
+    r = s.recipe
+    kept = (f"the checkpoint of step {s.saved_step} is kept" if s.saved_step is not None
+            else "no checkpoint was written")
+    return FloatingPointError(f"training diverged: {what}; {kept}. Train again (a new --out-dir) with a lower "
+                              f"--peak-lr (now {r.peak_lr:g}), a longer --warmup-steps (now {r.warmup_steps}) or "
+                              f"--clip-grad-norm 1.0 (now {r.clip_grad_norm:g}, 0 = off)")
+
+
+def check_weights(s: RunResult) -> None:
+    "FloatingPointError (via `diverged`) if a weight is NaN or infinite: such weights are never saved."
+    bad = nonfinite_weights(s.model)
+    if bad:
+        raise diverged(s, f"NaN or infinite weights at step {s.step} ({', '.join(bad[:3])}{', ...' * (len(bad) > 3)})")
+
+
+def report_files(s: RunResult) -> None:
+    "Say where the run's files are and, for a preset with a note (cpu-tiny), what the preset is for."
+    names = ", ".join(name for name in RUN_FILES if name != "results.json" and (s.out_dir / name).is_file())
+    print(f"wrote {names} in {s.out_dir.resolve()}; results record: {results_path(s.recipe).resolve()}")
+    if preset_note(s.recipe):
+        print(preset_note(s.recipe), flush=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
@@ -34,21 +33,30 @@ from transformer_lib.engineering import (
     init_distributed,
     max_weight_diff,
     prefetch,
-    provenance,
+    undo_on_error,
     write_json,
 )
 from transformer_lib.optimization import (
-    BudgetSchedule,
     CheckpointError,
     LabelSmoothingLoss,
-    WarmupSchedule,
     average_checkpoints,
     load_checkpoint,
-    paper_adam,
-    read_checkpoint,
     save_checkpoint,
     unwrap_model,
-    warmup_lr,
+)
+from transformer_lib.recipe import (
+    Recipe,
+    RecipeError,
+    check_output_paths,
+    check_weights,
+    diverged,
+    make_schedule,
+    parse_args,
+    read_inputs,
+    report_files,
+    results_path,
+    results_record,
+    validate_recipe,
 )
 from transformer_lib.training import (
     BatchLoader,
@@ -61,17 +69,16 @@ from transformer_lib.training import (
 )
 
 from .benchmarking import device_name, synchronize
-from .data import DataError, load_multi30k
+from .data import DataError
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
-from .recipe import Recipe, RecipeError, check_resume, parse_args, validate_recipe
 from .text import SubwordTokenizer, corpus_bleu, train_joint_tokenizer
 
 # %% auto #0
 __all__ = ['MAX_LEN', 'encode_pairs', 'check_token_ids', 'model_config', 'build_model', 'translate', 'validation_loss',
-           'timed_bleu', 'RunResult', 'run', 'budget_progress', 'make_schedule', 'prepare', 'evaluate', 'save',
-           'after_step', 'fit', 'choose_weights', 'results_record', 'finalize', 'main']
+           'timed_bleu', 'RunResult', 'run', 'prepare', 'evaluate', 'save', 'after_step', 'fit', 'choose_weights',
+           'finalize', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 def encode_pairs(tokenizer: SubwordTokenizer, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
@@ -178,6 +185,7 @@ class RunResult:
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
     clock: TrainingClock | None = None
     step: int = 0
+    saved_step: int | None = None                # the step of the last checkpoint written
     history: list = dataclasses.field(default_factory=list)
     evals: list = dataclasses.field(default_factory=list)
     train_seconds: float = 0.0
@@ -206,35 +214,21 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
 
     Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DistributedDataParallel (nccl on CUDA,
     gloo on the CPU), every process trains on its own shard of the token-count batches, and process 0
-    evaluates, logs and writes files. Bad input (config, device, data, checkpoint) raises before
-    anything is written.
+    evaluates, logs and writes files. Bad input (config, paths, device, data, checkpoint) raises
+    before anything is written, and a start that fails later removes what it wrote.
     """
     return finalize(fit(prepare(recipe, resume)))
 
 # %% ../notebooks/18_capstone.ipynb #8de777c1
-def _read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, dict]:
-    "Every check before the first write: the checkpoint (when resuming) and the three data splits."
-    ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
-    ckpt = None
-    if resume:
-        ckpt = read_checkpoint(ckpt_path)          # CheckpointError: missing, truncated, corrupt
-        check_resume(recipe, ckpt, ckpt_path)
-        if not tok_path.is_file():
-            raise CheckpointError(f"{tok_path} is missing: the checkpoint cannot be used without its tokenizer")
-    elif ckpt_path.exists() or tok_path.exists():
-        raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose another --out-dir")
-    text = {split: load_multi30k(split) for split in ("train", "val", "test_2016_flickr")}  # DataError
-    if recipe.train_pairs:
-        text["train"] = text["train"][:recipe.train_pairs]
-    return ckpt, text
-
-
 def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     "Tokenizer (trained on the training split only, saved next to the checkpoint) and batches."
     r = s.recipe
     tokenizer = None
     if new_run and s.is_main:
-        tokenizer = train_joint_tokenizer(text["train"], vocab_size=r.vocab_size)
+        try:
+            tokenizer = train_joint_tokenizer(text["train"], vocab_size=r.vocab_size)
+        except ValueError as e:                    # e.g. no room for the special and byte tokens
+            raise RecipeError(f"vocab_size={r.vocab_size} does not work for this training text: {e}") from e
         tokenizer.save(s.tok_path)
     barrier(s.world_size)                              # the others wait for process 0's tokenizer
     s.tokenizer = SubwordTokenizer.load(s.tok_path) if tokenizer is None else tokenizer
@@ -246,23 +240,6 @@ def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
                                      seed=r.seed, rank=s.rank, num_replicas=s.world_size)
     s.val_loader = BatchLoader.by_tokens(val_ids, r.batch_tokens, bucket=r.bucket, pad_id=pad, shuffle=False)
     return train_ids + val_ids
-
-
-def budget_progress(s: RunResult, updates: int) -> float:
-    "The budget schedule's progress: the fraction of the time or of the update budget used, the larger."
-    r = s.recipe
-    used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
-    return max(used, updates / r.max_steps if r.max_steps else 0.0)
-
-
-def make_schedule(s: RunResult) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    "The paper's Adam with the recipe's schedule: eq. (3) rescaled to peak_lr, or the budget schedule."
-    r = s.recipe
-    if r.schedule == "budget":
-        optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr)
-        return optimizer, BudgetSchedule(optimizer, r.warmup_steps, partial(budget_progress, s), r.decay_start)
-    optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr / warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps))
-    return optimizer, WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
 
 
 def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
@@ -295,21 +272,35 @@ def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
     s.clock = TrainingClock(s.device, start_s=s.train_seconds)    # training seconds; paused for evaluation
 
 
+def _check_model(recipe: Recipe) -> None:
+    "RecipeError unless the recipe's model can be built (built on the meta device: no memory, no time)."
+    try:
+        with torch.device("meta"):
+            build_model(recipe, recipe.vocab_size)
+    except ValueError as e:
+        raise RecipeError(f"the recipe's model cannot be built: {e}") from e
+
+
 def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
     """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
     validate_recipe(recipe)
+    check_output_paths(recipe)
+    _check_model(recipe)
     rank, world_size, local_rank = dist_env()
     device = device_for(pick_device(recipe.device), local_rank, world_size)
     s = RunResult(recipe, device, rank, world_size, amp_settings(device, cpu_bf16=True)[0] if recipe.amp else None,
                  Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit lands mid-run
-    ckpt, text = _read_inputs(recipe, s.out_dir, resume)
-    init_distributed(device, world_size)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    all_ids = _prepare_data(s, text, new_run=ckpt is None)
-    _prepare_model(s, all_ids, ckpt)
-    if s.steps_per_epoch == 0:
-        raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of {world_size} processes")
+    ckpt, text = read_inputs(recipe, s.out_dir, resume)
+    if s.is_main:
+        print(f"output directory: {s.out_dir.resolve()}" + (" (resuming its run)" if resume else ""), flush=True)
+    with undo_on_error(s.out_dir, [s.tok_path.name], enabled=s.is_main and ckpt is None):   # a failed start
+        init_distributed(device, world_size)
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        all_ids = _prepare_data(s, text, new_run=ckpt is None)
+        _prepare_model(s, all_ids, ckpt)
+        if s.steps_per_epoch == 0:
+            raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of {world_size} processes")
     return s
 
 # %% ../notebooks/18_capstone.ipynb #8d2fa203
@@ -326,22 +317,25 @@ def evaluate(s: RunResult, epoch: int, beam: bool) -> dict:
 
 def save(s: RunResult, epoch_done: bool) -> None:
     "The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds."
+    check_weights(s)
     save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step,
                     extra={"recipe": asdict(s.recipe), "history": s.history, "evals": s.evals,
                            "train_seconds": s.clock(), "epoch_done": epoch_done})
+    s.saved_step = s.step
 
 
 def after_step(s: RunResult, limit_steps: float, step: int) -> None:
     "`train`'s callback, on every process after every update: checkpoints, snapshots, evaluation."
     r, s.step = s.recipe, step
-    if step % r.checkpoint_every == 0 and s.is_main:
+    if step % r.checkpoint_every == 0:
         with s.clock.paused():
-            save(s, epoch_done=False)
+            save(s, epoch_done=False) if s.is_main else check_weights(s)   # all processes stop together
     if step % s.steps_per_epoch:                  # not the end of an epoch
         return
     epoch = step // s.steps_per_epoch - 1
     with s.clock.paused():
         if s.is_main and r.average_last > 1:         # a model-only snapshot for averaging; keep the last N
+            check_weights(s)
             save_checkpoint(s.out_dir / "snapshots" / f"epoch_{epoch:04d}.pt", s.model)
             for old in sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[:-r.average_last]:
                 old.unlink()
@@ -357,11 +351,16 @@ def fit(s: RunResult) -> RunResult:
     """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
     limit_steps = min(r.max_steps or math.inf, r.epochs * s.steps_per_epoch or math.inf)
-    train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
-          max_steps=None if math.isinf(limit_steps) else int(limit_steps),
-          time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
-          device=s.device, amp=s.amp_dtype, log_every=r.log_every, progress=s.is_main and r.progress,
-          callback=partial(after_step, s, limit_steps), clock=s.clock, prefetch=prefetch, history=s.history)
+    try:
+        train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
+              max_steps=None if math.isinf(limit_steps) else int(limit_steps),
+              time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
+              device=s.device, amp=s.amp_dtype, log_every=r.log_every, progress=s.is_main and r.progress,
+              callback=partial(after_step, s, limit_steps), clock=s.clock, prefetch=prefetch, history=s.history)
+    except FloatingPointError as e:               # the loss became NaN: name the recipe's remedies
+        if str(e).startswith("training diverged"):
+            raise
+        raise diverged(s, str(e).split(";")[0]) from e
     s.train_seconds = s.clock.stop()              # what follows (evaluation, saving) is not training
     return s
 
@@ -386,26 +385,6 @@ def choose_weights(s: RunResult) -> str:
     return "last"
 
 
-def results_record(s: RunResult, chosen: str, test_greedy: dict, test_beam: dict) -> dict:
-    "The results record: provenance, the recipe (flat keys), speed, validation and test BLEU."
-    r, history = s.recipe, s.history
-    val_final = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
-    return {
-        "task": "Multi30k task 1, German→English", "measured": True,
-        **provenance(s.device, s.world_size, s.commit),
-        "recipe": asdict(r), "parameters": s.n_params, "training_seconds": round(s.train_seconds, 2),
-        "steps": s.step, "epochs": round(s.step / s.steps_per_epoch, 2), "weights": chosen,
-        "target_tokens_per_s": sum(h["tokens"] for h in history) / max(s.train_seconds, 1e-9),
-        "target_tokens_per_s_median_window": statistics.median(h["tokens_per_s"] for h in history) if history else None,
-        "val": {"loss": val_final["val_loss"], "bleu_greedy": val_final["bleu_greedy"], "sentences": len(s.val_pairs)},
-        "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
-                             "beam_size": r.beam_size, "length_penalty": r.length_penalty,
-                             "signature": test_greedy["signature"], "sentences": len(s.test_pairs),
-                             "greedy_sentences_per_s": test_greedy["sentences_per_s"],
-                             "beam_sentences_per_s": test_beam["sentences_per_s"]},
-    }
-
-
 def finalize(s: RunResult) -> RunResult:
     """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run (process 0)."""
     r, results = s.recipe, s.results
@@ -422,10 +401,12 @@ def finalize(s: RunResult) -> RunResult:
         write_json(s.out_dir / "translations.json", [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
                                                   in zip(s.test_pairs, test[0]["hypotheses"], test[1]["hypotheses"])],
                    indent=1)
-        write_json(Path(r.results) if r.results else s.out_dir / "results.json", results)
+        write_json(results_path(r), results)
+        report_files(s)
     barrier(s.world_size)
     s.model.check_inputs = True                      # whoever uses the model next gets the checks back
     return s
+
 
 # %% ../notebooks/18_capstone.ipynb #721f5b1d
 def main(argv: Sequence[str] | None = None) -> int:
@@ -433,9 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         recipe, resume = parse_args(argv)
         result = run(recipe, resume=resume)
-    except (RecipeError, DataError, CheckpointError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (RecipeError, DataError, CheckpointError, FloatingPointError, OSError) as e:   # the user's to fix
+        print("error: " + " ".join(str(e).split()), file=sys.stderr)      # one line, no traceback
         return 2
+    except KeyboardInterrupt:
+        print("error: interrupted; --resume continues from the last checkpoint, if one was written", file=sys.stderr)
+        return 130
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -21,7 +21,7 @@ except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
     raise ModuleNotFoundError(f'transformer_lib.training needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
 
 from .benchmarking import cpu_has_native_bf16
-from .engineering import LogWindow, TrainingClock, to_device, world_size
+from .engineering import LogWindow, Progress, TrainingClock, check_train_limits, to_device, world_size
 from .model import evaluating
 
 # %% auto #0
@@ -339,10 +339,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     tokens_per_s, grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list).
     The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A4 (engineering).
     """
-    if max_steps is None and time_budget_s is None:
-        raise ValueError("give max_steps or time_budget_s (or both): with neither, training would never stop")
-    if log_every < 1:
-        raise ValueError(f"log_every must be >= 1, got {log_every}")
+    check_train_limits(max_steps, time_budget_s, clip_grad_norm, log_every)      # appendix A4
     device = pick_device(device)
     model.to(device)
     amp_dtype = autocast_dtype(device, amp)
@@ -356,7 +353,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     limit = math.inf if max_steps is None else max_steps
     budget = math.inf if time_budget_s is None else time_budget_s
     check_every = 1 if device.type == "cpu" and world_size() == 1 else log_every
-    bar = tqdm(total=max_steps, initial=start_step, disable=not progress, unit="step", mininterval=0.5)
+    bar = Progress(tqdm, max_steps, start_step, time_budget_s, clock, enabled=progress)   # seconds with a budget
     window, step, stop = LogWindow(clock, device, budget), start_step, False
     try:
         while step < limit and not stop:
@@ -367,7 +364,6 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
                                              clip_grad_norm=clip_grad_norm, amp_dtype=amp_dtype)
                 step += 1
                 window.add(loss, batch.n_tokens)
-                bar.update(1)
                 if time_budget_s is not None and check_every == 1 and step % log_every:
                     stop = clock() >= budget
                 if step % log_every == 0 or step >= limit or stop:
@@ -376,6 +372,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
                     bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}",
                                     lr=f"{record['lr']:.2e}", refresh=False)
                     stop = stop or out_of_time
+                bar.update(step)
                 if callback is not None:
                     callback(step)
                 if stop or step >= limit:
