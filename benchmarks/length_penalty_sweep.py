@@ -25,21 +25,24 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--beams", type=int, nargs="+", default=[4, 6])
     p.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.6, 1.0, 1.2, 1.4, 1.8])
-    p.add_argument("--sentences", type=int, default=0, help="first N validation sentences (0 = all)")
+    p.add_argument("--sentences", type=int, default=0,
+                   help="first N validation sentences (0 = all)")
     p.add_argument("--json", help="write the record to this file")
     args = p.parse_args(argv)
     model, tok, info = load_translator()
     pairs = load_multi30k("val")[:args.sentences or None]
     device = torch.device("cpu")
-    record = {**provenance(device, 1, git_commit()), "translator": info, "split": "val", "sentences": len(pairs),
-              "rows": []}
+    record = {**provenance(device, 1, git_commit()), "translator": info, "split": "val",
+              "sentences": len(pairs), "rows": []}
     settings = [(1, 0.0)] + [(b, a) for b in args.beams for a in args.alphas]
     for beam, alpha in settings:
         t0 = time.perf_counter()
-        r = timed_bleu(model, tok, pairs, beam_size=beam, alpha=alpha, device=device, amp_dtype=None)
-        stats = sacrebleu.corpus_bleu(r["hypotheses"], [[en for _, en in pairs]])   # for the lengths
+        r = timed_bleu(model, tok, pairs, beam_size=beam, alpha=alpha, device=device,
+                       amp_dtype=None)
+        stats = sacrebleu.corpus_bleu(r["hypotheses"], [[en for _, en in pairs]])  # for the lengths
         ratio = stats.sys_len / stats.ref_len
-        record["rows"].append({"beam_size": beam, "alpha": alpha, "bleu": r["bleu"], "length_ratio": ratio})
+        record["rows"].append({"beam_size": beam, "alpha": alpha, "bleu": r["bleu"],
+                               "length_ratio": ratio})
         record["signature"] = r["signature"]
         print(f"beam {beam}  alpha {alpha:3.1f}  BLEU {r['bleu']:5.2f}  length ratio {ratio:.3f}  "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)

@@ -1,4 +1,5 @@
-"""Training-step throughput of transformer_lib.Transformer versus torch.nn.Transformer, side by side.
+"""Training-step throughput of transformer_lib.Transformer versus torch.nn.Transformer, side by
+side.
 
 One training step = forward + cross-entropy loss + backward + Adam step, on the same batch (padded
 source and target), at the same sizes, with dropout in the same places (our
@@ -16,7 +17,8 @@ hits both alike; the table reports the median over rounds of tokens per second, 
 target tokens (padding included) of the batch.
 
     python benchmarks/model_benchmark.py                      # CPU, float32, small model
-    python benchmarks/model_benchmark.py --device cuda        # GPU: base model, bf16 autocast, eager and torch.compile
+    python benchmarks/model_benchmark.py --device cuda        # GPU: base model, bf16 autocast,
+    eager and torch.compile
 
 Nothing here is a unit test; the numbers depend on the machine and are printed with its name.
 """
@@ -55,19 +57,22 @@ class TorchReference(nn.Module):
         nn.init.normal_(self.embed.weight, std=cfg.d_model ** -0.5)
         self.register_buffer("pe", sinusoidal_encoding(cfg.max_len, cfg.d_model), persistent=False)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers, cfg.d_ff, cfg.dropout,
-                                   batch_first=True, norm_first=cfg.norm_first)
+        self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers, cfg.d_ff,
+                                   cfg.dropout, batch_first=True, norm_first=cfg.norm_first)
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab_size, bias=False)
         self.out.weight = self.embed.weight
 
     def _embed(self, tokens):
-        return self.dropout(self.embed(tokens) * math.sqrt(self.cfg.d_model) + self.pe[:tokens.shape[1]])
+        return self.dropout(self.embed(tokens) * math.sqrt(self.cfg.d_model)
+                            + self.pe[:tokens.shape[1]])
 
     def forward(self, src, tgt):
         L_t = tgt.shape[1]
-        causal = ~make_causal_mask(L_t, device=tgt.device)                 # PyTorch: True = masked out
-        h = self.core(self._embed(src), self._embed(tgt), tgt_mask=causal, src_key_padding_mask=src == PAD,
-                      tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD, tgt_is_causal=True)
+        causal = ~make_causal_mask(L_t, device=tgt.device)              # PyTorch: True = masked out
+        h = self.core(self._embed(src), self._embed(tgt), tgt_mask=causal, src_key_padding_mask=src
+                      == PAD,
+                      tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD,
+                      tgt_is_causal=True)
         return self.out(h)
 
 
@@ -75,12 +80,13 @@ class Ours(nn.Module):
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
         self.model = Transformer(cfg)
-        # The batch's ids are made in range here, so skip the per-call id range check, as train.run does
-        # after checking its data once: on a GPU the check is a host sync that stalls the eager queue.
+        # The batch's ids are made in range here, so skip the per-call id range check, as train.run
+        # does after checking its data once: on a GPU the check is a host sync that stalls the eager
+        # queue.
         self.model.check_inputs = False
 
     def forward(self, src, tgt):
-        return self.model(src, tgt)            # default masks: source padding, causal target (by name)
+        return self.model(src, tgt)         # default masks: source padding, causal target (by name)
 
 
 def make_batch(batch, src_len, tgt_len, vocab, device, seed=0):
@@ -93,7 +99,7 @@ def make_batch(batch, src_len, tgt_len, vocab, device, seed=0):
         return ids.to(device)
 
     src, tgt = tokens(src_len)[:, :src_len], tokens(tgt_len)
-    return src, tgt[:, :-1], tgt[:, 1:]                                        # decoder input, labels
+    return src, tgt[:, :-1], tgt[:, 1:]                                      # decoder input, labels
 
 
 def train_step_fn(model, opt, batch, autocast_dtype, device_type):
@@ -132,17 +138,24 @@ def time_rounds(steps, rounds, iters, warmup, sync):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--size", default=None, choices=list(SIZES), help="default: small on CPU, base on CUDA")
-    p.add_argument("--batch", type=int, default=None, help="sentences per batch (default: 8 on CPU, 64 on CUDA)")
+    p.add_argument("--size", default=None, choices=list(SIZES),
+                   help="default: small on CPU, base on CUDA")
+    p.add_argument("--batch", type=int, default=None,
+                   help="sentences per batch (default: 8 on CPU, 64 on CUDA)")
     p.add_argument("--src-len", type=int, default=None, help="default: 32 on CPU, 128 on CUDA")
     p.add_argument("--tgt-len", type=int, default=None, help="default: 32 on CPU, 128 on CUDA")
-    p.add_argument("--vocab", type=int, default=None, help="shared vocabulary (default: 8000 on CPU, 37000 on CUDA)")
+    p.add_argument("--vocab", type=int, default=None,
+                   help="shared vocabulary (default: 8000 on CPU, 37000 on CUDA)")
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--norm-first", action="store_true", help="pre-LN in both models")
-    p.add_argument("--rounds", type=int, default=None, help="alternating timing rounds (default 5 CPU, 10 CUDA)")
-    p.add_argument("--iters", type=int, default=None, help="steps per round (default 2 CPU, 10 CUDA)")
-    p.add_argument("--warmup", type=int, default=None, help="untimed steps per model (default 2 CPU, 10 CUDA)")
-    p.add_argument("--modes", default=None, help="comma list of eager,compile (default: eager on CPU, both on CUDA)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="alternating timing rounds (default 5 CPU, 10 CUDA)")
+    p.add_argument("--iters", type=int, default=None,
+                   help="steps per round (default 2 CPU, 10 CUDA)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed steps per model (default 2 CPU, 10 CUDA)")
+    p.add_argument("--modes", default=None,
+                   help="comma list of eager,compile (default: eager on CPU, both on CUDA)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads on CPU")
     a = p.parse_args(argv)
     cuda = a.device == "cuda"
@@ -154,22 +167,27 @@ def main(argv=None):
     batch = a.batch or (64 if cuda else 8)
     src_len, tgt_len = a.src_len or (128 if cuda else 32), a.tgt_len or (128 if cuda else 32)
     vocab = a.vocab or (37000 if cuda else 8000)
-    rounds, iters, warmup = a.rounds or (10 if cuda else 5), a.iters or (10 if cuda else 2), a.warmup or (10 if cuda else 2)
+    rounds, iters, warmup = (a.rounds or (10 if cuda else 5), a.iters or (10 if cuda else 2),
+                             a.warmup or (10 if cuda else 2))
     modes = (a.modes or ("eager,compile" if cuda else "eager")).split(",")
     autocast_dtype = torch.bfloat16 if cuda else None
     device = torch.device(a.device)
     d_model, n_heads, n_layers, d_ff = SIZES[size]
-    cfg = TransformerConfig.base(vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
+    cfg = TransformerConfig.base(vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
+                                 d_ff=d_ff,
                                  dropout=a.dropout, attn_dropout=a.dropout, ffn_dropout=a.dropout,
-                                 norm_first=a.norm_first, max_len=max(src_len, tgt_len) + 1, pad_id=PAD)
+                                 norm_first=a.norm_first, max_len=max(src_len, tgt_len) + 1,
+                                 pad_id=PAD)
     data = make_batch(batch, src_len, tgt_len, vocab, device)
     tokens_per_step = batch * (src_len + tgt_len)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    name = torch.cuda.get_device_name() if cuda else f"CPU ({platform.processor() or platform.machine()}, " \
-        f"{torch.get_num_threads()} threads)"
-    print(f"device: {name}; torch {torch.__version__}; precision: {'bf16 autocast' if cuda else 'float32'}")
-    print(f"model: {size} (d_model {d_model}, {n_heads} heads, {n_layers}+{n_layers} layers, d_ff {d_ff}), "
-          f"vocab {vocab} shared and tied, dropout {a.dropout} in both models, "
+    cpu = platform.processor() or platform.machine()
+    name = (torch.cuda.get_device_name() if cuda
+            else f"CPU ({cpu}, {torch.get_num_threads()} threads)")
+    print(f"device: {name}; torch {torch.__version__}; precision: "
+          f"{'bf16 autocast' if cuda else 'float32'}")
+    print(f"model: {size} (d_model {d_model}, {n_heads} heads, {n_layers}+{n_layers} layers, d_ff "
+          f"{d_ff}), vocab {vocab} shared and tied, dropout {a.dropout} in both models, "
           f"{'pre-LN' if a.norm_first else 'post-LN'}")
     print(f"batch: {batch} x ({src_len} source + {tgt_len} target) tokens, right-padded; "
           f"{rounds} rounds x {iters} steps after {warmup} warm-up steps per model\n")
@@ -177,7 +195,8 @@ def main(argv=None):
     rows = []
     for mode in modes:
         torch.manual_seed(0)
-        models = {"transformer_lib": Ours(cfg).to(device).train(), "nn.Transformer": TorchReference(cfg).to(device).train()}
+        models = {"transformer_lib": Ours(cfg).to(device).train(),
+                  "nn.Transformer": TorchReference(cfg).to(device).train()}
         n_params = {k: sum(q.numel() for q in m.parameters()) for k, m in models.items()}
         steps = {}
         for key, model in models.items():
@@ -189,13 +208,14 @@ def main(argv=None):
         med = {k: statistics.median(v) for k, v in times.items()}
         for key in models:
             spread = (max(times[key]) - min(times[key])) / med[key]
-            rows.append((mode, key, n_params[key], med[key] * 1e3, tokens_per_step / med[key], spread,
-                         med["nn.Transformer"] / med[key]))
+            rows.append((mode, key, n_params[key], med[key] * 1e3, tokens_per_step / med[key],
+                         spread, med["nn.Transformer"] / med[key]))
         del models, steps
         if cuda:
             torch.cuda.empty_cache()
 
-    print("| mode | model | parameters | ms / step (median) | tokens / s | spread (max-min)/median | speed vs nn.Transformer |")
+    print("| mode | model | parameters | ms / step (median) | tokens / s | spread (max-min)/median "
+          "| speed vs nn.Transformer |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for mode, key, n, ms, tps, spread, ratio in rows:
         print(f"| {mode} | {key} | {n:,} | {ms:.1f} | {tps:,.0f} | {spread:.0%} | {ratio:.2f}x |")

@@ -18,7 +18,13 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.data import TRANSLATOR_NAME, load_multi30k, load_translator, save_translator, sha256_of
+from transformer_lib.data import (
+    TRANSLATOR_NAME,
+    load_multi30k,
+    load_translator,
+    save_translator,
+    sha256_of,
+)
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import read_checkpoint
 from transformer_lib.text import SubwordTokenizer
@@ -35,8 +41,10 @@ def main(run_dir: str, record_path: str) -> None:
     model.load_state_dict(ckpt["model"])
     tokenizer = SubwordTokenizer.load(run_dir / "tokenizer.json")
     out = REPO / TRANSLATOR_NAME
-    info = {"record": str(record_path.relative_to(REPO)) if record_path.is_relative_to(REPO) else record_path.name,
-            "preset": "cpu-30min", "git_commit": str(record["git_commit"]), "weights": record["weights"],
+    info = {"record": str(record_path.relative_to(REPO)) if record_path.is_relative_to(REPO)
+            else record_path.name,
+            "preset": "cpu-30min", "git_commit": str(record["git_commit"]),
+            "weights": record["weights"],
             "training_seconds": float(record["training_seconds"]), "stored_dtype": "float16"}
     save_translator(out, model, tokenizer, info=info)
     stored, tok, _ = load_translator(out)
@@ -44,15 +52,18 @@ def main(run_dir: str, record_path: str) -> None:
     shipped = {"file": TRANSLATOR_NAME, "sha256": sha256_of(out), "bytes": out.stat().st_size,
                "device": f"CPU ({torch.get_num_threads()} threads)", "torch": torch.__version__}
     t = record["test_2016_flickr"]
-    for split, pairs in (("val", load_multi30k("val")), ("test_2016_flickr", load_multi30k("test_2016_flickr"))):
+    for split, pairs in (("val", load_multi30k("val")),
+                         ("test_2016_flickr", load_multi30k("test_2016_flickr"))):
         scores = {"sentences": len(pairs)}
         for name, beam in (("greedy", 1), ("beam", t["beam_size"])):
-            r = timed_bleu(stored, tok, pairs, beam_size=beam, alpha=t["length_penalty"], device=device,
-                           amp_dtype=None)
+            r = timed_bleu(stored, tok, pairs, beam_size=beam, alpha=t["length_penalty"],
+                           device=device, amp_dtype=None)
             scores[f"bleu_{name}"], scores["signature"] = r["bleu"], r["signature"]
         shipped[split] = scores
-    shipped["recorded_by_run"] = {"precision": record.get("precision"), "val_bleu_greedy": record["val"]["bleu_greedy"],
-                                  "test_bleu_greedy": t["bleu_greedy"], "test_bleu_beam": t["bleu_beam"]}
+    shipped["recorded_by_run"] = {"precision": record.get("precision"),
+                                  "val_bleu_greedy": record["val"]["bleu_greedy"],
+                                  "test_bleu_greedy": t["bleu_greedy"],
+                                  "test_bleu_beam": t["bleu_beam"]}
     dest = record_path.with_suffix(".shipped.json")
     dest.write_text(json.dumps(shipped, indent=2) + "\n")
     print(json.dumps(shipped, indent=2))

@@ -17,7 +17,8 @@ HAND_WRITTEN = {"__init__.py"}  # the only module not exported from a notebook
 
 
 def export_into(scratch: Path, root: Path = ROOT) -> Path:
-    """Copy pyproject.toml and notebooks/ of `root` into `scratch`, run nbdev-export there, return the lib."""
+    """Copy pyproject.toml and notebooks/ of `root` into `scratch`, run nbdev-export there, return
+    the lib."""
     shutil.copy(root / "pyproject.toml", scratch / "pyproject.toml")
     shutil.copytree(root / "notebooks", scratch / "notebooks",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
@@ -34,7 +35,9 @@ def drift(lib: Path, exported: Path) -> list[str]:
     mine = {p.name for p in lib.glob("*.py")}
     fresh = {p.name for p in exported.glob("*.py")}
     problems = [f"{n}: exported by a notebook but missing from {lib}" for n in sorted(fresh - mine)]
-    problems += [f"{n}: in {lib} but no notebook exports it (stale?)" for n in sorted(mine - fresh - HAND_WRITTEN)]
+    problems += [f"{n}: in {lib} but no notebook exports it (stale?)"
+                 for n in sorted(mine - fresh - HAND_WRITTEN)]
     problems += [f"{n}: differs from what the notebooks export (run nbdev-export)"
-                 for n in sorted(mine & fresh) if not filecmp.cmp(lib / n, exported / n, shallow=False)]
+                 for n in sorted(mine & fresh)
+                 if not filecmp.cmp(lib / n, exported / n, shallow=False)]
     return problems

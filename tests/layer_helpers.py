@@ -4,7 +4,8 @@ from torch import nn
 
 
 def torch_mha(d_model, h, bias, seed):
-    """PyTorch's nn.MultiheadAttention in float64, eval mode, seeded, with random (non-zero) biases."""
+    """PyTorch's nn.MultiheadAttention in float64, eval mode, seeded, with random (non-zero)
+    biases."""
     torch.manual_seed(seed)
     ref = nn.MultiheadAttention(d_model, h, bias=bias, batch_first=True, dtype=torch.float64).eval()
     if bias:
@@ -15,7 +16,8 @@ def torch_mha(d_model, h, bias, seed):
 
 
 def randomise(module, seed=0, scale=0.1):
-    """Perturb every parameter (so LayerNorm's gamma/beta and biases are not at their trivial init); returns module."""
+    """Perturb every parameter (so LayerNorm's gamma/beta and biases are not at their trivial init);
+    returns module."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in module.parameters():
@@ -24,7 +26,8 @@ def randomise(module, seed=0, scale=0.1):
 
 
 def real_tokens(B, L, seed):
-    """(B, L) boolean, True at real tokens: each row a random length in [1, L] followed by padding."""
+    """(B, L) boolean, True at real tokens: each row a random length in [1, L] followed by
+    padding."""
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, L + 1, (B,), generator=g)
     return torch.arange(L)[None, :] < lengths[:, None]

@@ -1,7 +1,8 @@
-"""The standard set-up cell, the first code cell of every notebook, and a script that writes it into all
-of them: `python tests/setup_cell.py` (run it after changing the cell, the repository URL in
-book/_config.yml or transformer_lib.__version__). tests/test_notebooks_clean.py checks every notebook
-against `setup_cell_source()`; tests/test_setup_cell.py runs the cell with packages hidden."""
+"""The standard set-up cell, the first code cell of every notebook, and a script that writes it into
+all of them: `python tests/setup_cell.py` (run it after changing the cell, the repository URL in
+book/_config.yml or transformer_lib.__version__). tests/test_notebooks_clean.py checks every
+notebook against `setup_cell_source()`; tests/test_setup_cell.py runs the cell with packages
+hidden."""
 import json
 import re
 import sys
@@ -11,16 +12,18 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO_URL = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["repository"]["url"]
-VERSION = re.search(r'^__version__ = "([^"]+)"', (ROOT / "transformer_lib" / "__init__.py").read_text(), re.M)[1]
+VERSION = re.search(r'^__version__ = "([^"]+)"',
+                    (ROOT / "transformer_lib" / "__init__.py").read_text(), re.M)[1]
 
 
 def setup_cell_source(url: str = REPO_URL, version: str = VERSION) -> str:
-    """The cell: installs transformer_lib with its [colab] extra (pyproject.toml) when it, one of the
-    extra's packages, or the version this notebook was written for is missing; says in one line what it
-    installed; a failed install (no internet, repository unreachable) is one clear error."""
+    """The cell: installs transformer_lib with its [colab] extra (pyproject.toml) when it, one of
+    the extra's packages, or the version this notebook was written for is missing; says in one line
+    what it installed; a failed install (no internet, repository unreachable) is one clear error."""
     return f'''\
-# Set-up for a fresh Colab runtime: installs transformer_lib and what the notebooks use (torch is already
-# there and is left alone). Where all of it is installed, in this version, the cell does nothing.
+# Set-up for a fresh Colab runtime: installs transformer_lib and what the notebooks use (torch is
+# already there and is left alone). Where all of it is installed, in this version, the cell does
+# nothing.
 import importlib, importlib.util, subprocess, sys
 URL, VERSION = "{url}", "{version}"
 missing = [m for m in ("transformer_lib", "tqdm", "tokenizers", "sacrebleu", "matplotlib")
@@ -32,15 +35,18 @@ if missing:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--upgrade",
                           f"transformer-lib[colab] @ git+{{URL}}"], capture_output=True, text=True)
     if pip.returncode:
-        why = [s.strip() for s in pip.stderr.splitlines() if s.strip().startswith(("fatal:", "ERROR:"))]
-        raise RuntimeError(f"Could not install transformer_lib from {{URL}} (is this runtime online?): "
+        why = [s.strip() for s in pip.stderr.splitlines()
+               if s.strip().startswith(("fatal:", "ERROR:"))]
+        raise RuntimeError(f"Could not install transformer_lib from {{URL}} "
+                           "(is this runtime online?): "
                            + " ".join(why or pip.stderr.strip().splitlines()[-1:]))
     importlib.invalidate_caches()
     print(f"Installed transformer_lib from {{URL}} (missing: {{', '.join(missing)}}).")'''
 
 
 def notebooks() -> list[Path]:
-    return sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    return sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb")
+                  if ".ipynb_checkpoints" not in p.parts)
 
 
 def main() -> int:

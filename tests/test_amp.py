@@ -1,5 +1,6 @@
-"""Mixed precision by GPU generation: bf16 from compute capability 8.0, float16 with a gradient scaler
-below it (Colab's T4 is 7.5), float32 on the CPU. The capability is mocked; the steps run on the CPU."""
+"""Mixed precision by GPU generation: bf16 from compute capability 8.0, float16 with a gradient
+scaler below it (Colab's T4 is 7.5), float32 on the CPU. The capability is mocked; the steps run on
+the CPU."""
 import pytest
 import torch
 
@@ -13,7 +14,8 @@ CUDA = torch.device("cuda")
 
 @pytest.fixture
 def gpu(monkeypatch):
-    """A mocked CUDA device of the given compute capability (bf16 'supported', as PyTorch says on a T4)."""
+    """A mocked CUDA device of the given compute capability (bf16 'supported', as PyTorch says on a
+    T4)."""
     def make(capability):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
@@ -25,7 +27,8 @@ def gpu(monkeypatch):
     ((9, 0), (torch.bfloat16, False, True)),    # H100
     ((8, 0), (torch.bfloat16, False, True)),    # A100
     ((8, 6), (torch.bfloat16, False, True)),    # RTX 30xx
-    ((7, 5), (torch.float16, True, False)),     # T4 (free Colab): bf16 only emulated, Triton cannot compile bf16
+    ((7, 5), (torch.float16, True, False)),     # T4 (free Colab): bf16 only emulated, Triton cannot
+                                                # compile bf16
     ((7, 0), (torch.float16, True, False)),     # V100
     ((6, 0), (torch.float16, True, False)),     # P100, the paper's GPU
 ])
@@ -43,8 +46,8 @@ def test_amp_settings_on_the_cpu():
 
 def _tiny():
     torch.manual_seed(0)
-    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32,
-                            dropout=0.0)
+    cfg = TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=16, n_heads=2, n_layers=1,
+                            d_ff=32, dropout=0.0)
     model = Transformer(cfg)
     batch = collate([([5, 6, 7], [1, 8, 9, 2]), ([5, 9], [1, 10, 2])], pad_id=0)
     return model, batch, LabelSmoothingLoss(20, 0.1, pad_id=0)
@@ -92,7 +95,8 @@ def test_train_step_with_a_real_scaler_matches_the_unscaled_step():
     assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-8) for a, b in zip(p0, p1, strict=True))
 
 
-@pytest.mark.parametrize("amp, wants_scaler", [(torch.float16, True), (torch.bfloat16, False), (None, False)])
+@pytest.mark.parametrize("amp, wants_scaler",
+                         [(torch.float16, True), (torch.bfloat16, False), (None, False)])
 def test_train_makes_a_scaler_for_float16(monkeypatch, amp, wants_scaler):
     seen = []
 
@@ -107,26 +111,32 @@ def test_train_makes_a_scaler_for_float16(monkeypatch, amp, wants_scaler):
     assert len(seen) == 2 and all(k["amp_dtype"] is amp for k in seen)
     scalers = {id(k["scaler"]) for k in seen}
     assert len(scalers) == 1, "one scaler for the whole run"
-    assert isinstance(seen[0]["scaler"], torch.amp.GradScaler) if wants_scaler else seen[0]["scaler"] is None
+    assert isinstance(seen[0]["scaler"],
+                      torch.amp.GradScaler) if wants_scaler else seen[0]["scaler"] is None
 
 
 def test_capstone_on_a_t4_trains_in_float16_with_a_scaler_and_eagerly(gpu, monkeypatch):
-    """The capstone's run() takes `amp_settings(device, cpu_bf16=True)` and skips torch.compile where
-    `amp_settings` says so; on a mocked T4 that is float16, which `train` pairs with a scaler."""
+    """The capstone's run() takes `amp_settings(device, cpu_bf16=True)` and skips torch.compile
+    where `amp_settings` says so; on a mocked T4 that is float16, which `train` pairs with a
+    scaler."""
     import importlib
     import inspect
 
     capstone = importlib.import_module("transformer_lib.train")
 
     gpu((7, 5))
-    source = inspect.getsource(capstone.prepare) + inspect.getsource(capstone._prepare_model)   # run's first stage
-    assert "amp_settings(device, cpu_bf16=True)[0]" in source and "amp_settings(s.device)[2]" in source
-    assert capstone.amp_settings(CUDA, cpu_bf16=True)[:2] == (torch.float16, True)      # the GPU ignores cpu_bf16
+    # run's first stage
+    source = inspect.getsource(capstone.prepare) + inspect.getsource(capstone._prepare_model)
+    assert ("amp_settings(device, cpu_bf16=True)[0]" in source
+            and "amp_settings(s.device)[2]" in source)
+    # the GPU ignores cpu_bf16
+    assert capstone.amp_settings(CUDA, cpu_bf16=True)[:2] == (torch.float16, True)
     assert capstone.amp_settings(CUDA)[2] is False
 
 
 def test_exercise_3_char_model_scales_float16(monkeypatch):
-    """train_char_model (exercise 3) makes a GradScaler exactly when it trains in float16, and uses it."""
+    """train_char_model (exercise 3) makes a GradScaler exactly when it trains in float16, and uses
+    it."""
     from transformer_lib import char_model
 
     made = []
@@ -145,9 +155,10 @@ def test_exercise_3_char_model_scales_float16(monkeypatch):
     ids = torch.randint(0, 10, (400,))
     for amp in (None, torch.bfloat16, torch.float16):
         torch.manual_seed(0)
-        model = char_model.CharModel(vocab_size=10, block_size=8, d_model=16, n_heads=2, n_layers=1, dropout=0.0)
-        char_model.train_char_model(model, ids, ids, batch_size=4, max_steps=2, eval_batches=1, amp_dtype=amp,
-                                    log=None)
+        model = char_model.CharModel(vocab_size=10, block_size=8, d_model=16, n_heads=2, n_layers=1,
+                                     dropout=0.0)
+        char_model.train_char_model(model, ids, ids, batch_size=4, max_steps=2, eval_batches=1,
+                                    amp_dtype=amp, log=None)
         assert len(made) == (amp is torch.float16)
     assert made[0].steps == 2
 
@@ -156,7 +167,7 @@ def test_exercise_3_char_model_scales_float16(monkeypatch):
 def test_cpu_bf16_only_when_asked_and_native(monkeypatch, native):
     monkeypatch.setattr(training, "cpu_has_native_bf16", lambda: native)
     cpu = torch.device("cpu")
-    assert amp_settings(cpu) == (None, False, True)                  # "auto" stays float32 on every CPU
+    assert amp_settings(cpu) == (None, False, True)              # "auto" stays float32 on every CPU
     assert autocast_dtype(cpu, "auto") is None
     assert amp_settings(cpu, cpu_bf16=True) == ((torch.bfloat16 if native else None), False, True)
 
@@ -164,16 +175,19 @@ def test_cpu_bf16_only_when_asked_and_native(monkeypatch, native):
 @pytest.mark.parametrize("flags, expected", [
     ("fpu sse avx2 avx512f avx512_bf16 avx512_vnni", True),          # AMD Zen 4, Intel Cooper Lake
     ("fpu sse avx2 avx512f amx_bf16 amx_tile", True),                # Intel Sapphire Rapids
-    ("fpu sse avx2 avx512f avx512bw avx512_vnni", False),            # AVX-512 without bf16: emulated
+    ("fpu sse avx2 avx512f avx512bw avx512_vnni", False),           # AVX-512 without bf16: emulated
     ("fpu sse avx2", False),
 ])
 def test_cpu_has_native_bf16_reads_the_cpu_flags(monkeypatch, tmp_path, flags, expected):
     from transformer_lib import benchmarking
     info = tmp_path / "cpuinfo"
-    info.write_text(f"processor\t: 0\nmodel name\t: some CPU\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+    info.write_text("processor\t: 0\nmodel name\t: some CPU\nflags\t\t: "
+                    f"{flags}\n\nprocessor\t: 1\n")
     real_open = open
-    monkeypatch.setattr(benchmarking, "open", lambda path, *a, **k: real_open(info if path == "/proc/cpuinfo" else path,
-                                                                                *a, **k), raising=False)
+    monkeypatch.setattr(benchmarking, "open",
+                        lambda path, *a, **k: real_open(info if path == "/proc/cpuinfo" else path,
+                                                                                *a, **k),
+                        raising=False)
     assert benchmarking.cpu_has_native_bf16() is expected
 
 

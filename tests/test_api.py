@@ -15,8 +15,8 @@ from transformer_lib.multi_head_attention import MultiHeadAttention
     dict(positional="learned", max_len=40),
 ])
 def test_count_parameters_of_a_model_or_its_config(kw):
-    cfg = TransformerConfig(**{"src_vocab_size": 61, "tgt_vocab_size": 61, "d_model": 32, "n_heads": 4,
-                               "n_layers": 2, "d_ff": 64, **kw})
+    cfg = TransformerConfig(**{"src_vocab_size": 61, "tgt_vocab_size": 61, "d_model": 32,
+                               "n_heads": 4, "n_layers": 2, "d_ff": 64, **kw})
     with torch.device("meta"):
         model = Transformer(cfg)
     assert count_parameters(model) == count_parameters(cfg) == parameter_count(cfg)["total"]
@@ -38,7 +38,8 @@ def test_count_parameters_is_the_one_top_level_way():
 
 def test_parameter_count_of_a_model_points_to_count_parameters():
     # was: AttributeError: 'Transformer' object has no attribute 'd_model'
-    cfg = TransformerConfig(src_vocab_size=11, tgt_vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=16)
+    cfg = TransformerConfig(src_vocab_size=11, tgt_vocab_size=11, d_model=8, n_heads=2, n_layers=1,
+                            d_ff=16)
     with pytest.raises(TypeError, match=r"count_parameters\(model\)"):
         parameter_count(Transformer(cfg))
 
@@ -53,8 +54,10 @@ def tok():
     return SubwordTokenizer.train(texts, vocab_size=320, min_frequency=1)
 
 
-@pytest.mark.parametrize("text", ["A man rides a bike.", "Zwei Hunde spielen.", "x", "", "Ünïcode ✓ 42"])
-@pytest.mark.parametrize("add_bos, add_eos", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("text",
+                         ["A man rides a bike.", "Zwei Hunde spielen.", "x", "", "Ünïcode ✓ 42"])
+@pytest.mark.parametrize("add_bos, add_eos",
+                         [(False, False), (True, False), (False, True), (True, True)])
 def test_token_labels_line_up_with_the_ids(tok, text, add_bos, add_eos):
     ids = tok.encode(text, add_bos=add_bos, add_eos=add_eos)
     labels = tok.tokens(text, add_bos=add_bos, add_eos=add_eos)
@@ -72,5 +75,5 @@ def test_readme_parameter_count_is_true():
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert f"`count_parameters(TransformerConfig.base(37000))` is {count_parameters(TransformerConfig.base(37000)):,}" \
-        in readme
+    n = count_parameters(TransformerConfig.base(37000))
+    assert f"`count_parameters(TransformerConfig.base(37000))` is {n:,}" in readme

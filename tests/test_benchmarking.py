@@ -1,4 +1,5 @@
-"""transformer_lib.benchmarking (appendix A3), driven by a fake clock: no test here reads real time."""
+"""transformer_lib.benchmarking (appendix A3), driven by a fake clock: no test here reads real
+time."""
 import pytest
 import torch
 
@@ -36,24 +37,28 @@ def contenders(clock, durations, log):
 
 def test_rounds_alternate_and_warmup_is_not_timed():
     clock, log, syncs = FakeClock(), [], []
-    fns = contenders(clock, {"a": lambda i: 100.0 if i <= 3 else 2.0, "b": lambda i: 1.0, "c": lambda i: 0.5}, log)
-    t = time_interleaved(fns, rounds=4, iters=1, warmup=1, sync=lambda: syncs.append(len(log)), clock=clock)
-    assert log[:3] == ["a", "b", "c"]                                  # warm-up, untimed (a's 100 s included)
+    fns = contenders(clock, {"a": lambda i: 100.0 if i <= 3 else 2.0, "b": lambda i: 1.0,
+                             "c": lambda i: 0.5}, log)
+    t = time_interleaved(fns, rounds=4, iters=1, warmup=1, sync=lambda: syncs.append(len(log)),
+                         clock=clock)
+    assert log[:3] == ["a", "b", "c"]                        # warm-up, untimed (a's 100 s included)
     assert log[3:] == ["a", "b", "c", "c", "b", "a", "a", "b", "c", "c", "b", "a"]
     assert t.seconds == {"a": [2.0] * 4, "b": [1.0] * 4, "c": [0.5] * 4}
-    assert syncs == [n for k in range(3, 15) for n in (k, k + 1)]    # before and after every timed call
+    # before and after every timed call
+    assert syncs == [n for k in range(3, 15) for n in (k, k + 1)]
 
 
 def test_iters_divide_and_speedup_is_round_by_round():
     clock, log = FakeClock(), []
-    # The machine is 3x slower in the second round (timed calls 5-8 of 12 with iters=2, after 2 warm-ups).
+    # The machine is 3x slower in the second round (timed calls 5-8 of 12 with iters=2, after 2
+    # warm-ups).
     slow = lambda i: 3.0 if 7 <= i <= 10 else 1.0                     # noqa: E731
     fns = contenders(clock, {"ours": lambda i: 1.0 * slow(i), "ref": lambda i: 2.0 * slow(i)}, log)
     t = time_interleaved(fns, rounds=3, iters=2, warmup=1, clock=clock)
     assert t.seconds == {"ours": [1.0, 3.0, 1.0], "ref": [2.0, 6.0, 2.0]}
     assert t.median("ours") == 1.0 and t.median("ref") == 2.0
     assert t.spread("ours") == pytest.approx(2.0)                      # (3 - 1) / 1
-    assert t.speedup("ours", "ref") == (2.0, 2.0, 2.0)                 # the slow round cancels out of the ratio
+    assert t.speedup("ours", "ref") == (2.0, 2.0, 2.0)     # the slow round cancels out of the ratio
     assert t.speedup("ref", "ours") == (0.5, 0.5, 0.5)
 
 
@@ -72,7 +77,7 @@ def test_bad_arguments_are_named(kwargs):
 
 
 def test_matmul_ceiling_is_two_n_cubed_over_the_median():
-    times = iter([0.0, 0.5, 10.0, 10.25, 20.0, 21.0])                  # rounds of 0.5, 0.25 and 1.0 s
+    times = iter([0.0, 0.5, 10.0, 10.25, 20.0, 21.0])                # rounds of 0.5, 0.25 and 1.0 s
     rate = matmul_flops_per_s("cpu", n=16, rounds=3, clock=lambda: next(times))
     assert rate == 2 * 16 ** 3 / 0.5
 
@@ -111,5 +116,6 @@ def test_device_name_names_the_cpu_and_its_threads():
 
 
 def test_format_table_aligns_columns():
-    assert format_table(["x", "long"], [[1, 2], ["333", 4.5]]).splitlines() == ["  x  long", "  1     2",
+    assert format_table(["x", "long"], [[1, 2], ["333", 4.5]]).splitlines() == ["  x  long",
+                                                                                "  1     2",
                                                                                  "333   4.5"]

@@ -1,7 +1,8 @@
-"""benchmarks/train_throughput.py and benchmarks/bleu_at_equal_time.py: their smallest configurations
-run end to end in a subprocess and write a JSON record with the fields the book and results/ read
-(the speeds and scores are not checked: they are the measurement); and the nn.Transformer reference
-translates with chapter 15's decoders exactly as its own forward pass computes."""
+"""benchmarks/train_throughput.py and benchmarks/bleu_at_equal_time.py: their smallest
+configurations run end to end in a subprocess and write a JSON record with the fields the book and
+results/ read (the speeds and scores are not checked: they are the measurement); and the
+nn.Transformer reference translates with chapter 15's decoders exactly as its own forward pass
+computes."""
 import json
 import os
 import subprocess
@@ -20,13 +21,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from train_throughput import TorchReference  # noqa: E402
 
 DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
+                                and not os.environ.get("CI"),
                                 reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 
 def run_script(name, *flags, out):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *flags, "--json", str(out)], cwd=ROOT,
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *flags, "--json",
+                           str(out)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text()), proc.stdout
@@ -39,16 +42,18 @@ def small_reference(norm_first):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_reference_decode_matches_its_forward(norm_first):
-    """decode with the prefix cache, one token at a time, gives the logits of the full forward pass."""
+    """decode with the prefix cache, one token at a time, gives the logits of the full forward
+    pass."""
     model = small_reference(norm_first)
     g = torch.Generator().manual_seed(1)
     src, tgt = torch.randint(3, 50, (3, 7), generator=g), torch.randint(3, 50, (3, 5), generator=g)
-    src[0, 5:] = 0                                                    # padding in one source sentence
+    src[0, 5:] = 0                                                  # padding in one source sentence
     src_mask = (src != 0)[:, None, None, :]
     with torch.no_grad():
         full = model(src, tgt)                                        # (B, T, V)
         memory, cache = model.encode(src, src_mask), {}
-        steps = torch.cat([model.decode(tgt[:, t:t + 1], memory, src_mask, cache=cache) for t in range(5)], 1)
+        steps = torch.cat([model.decode(tgt[:, t:t + 1], memory, src_mask, cache=cache)
+                           for t in range(5)], 1)
         whole = model.decode(tgt, memory, src_mask)
     assert steps.shape == full.shape == (3, 5, 50)
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
@@ -61,12 +66,14 @@ def test_reference_works_with_greedy_and_beam_search():
     src = torch.randint(3, 50, (4, 6), generator=torch.Generator().manual_seed(2))
     cached, uncached = (greedy_decode(model, src, 8, 1, 2, use_cache=c) for c in (True, False))
     assert torch.equal(cached, uncached) and cached[:, 0].eq(1).all()
-    assert torch.equal(*(beam_search(model, src, beam_size=3, max_len=8, bos_id=1, eos_id=2, use_cache=c)
+    assert torch.equal(*(beam_search(model, src, beam_size=3, max_len=8, bos_id=1, eos_id=2,
+                                     use_cache=c)
                          for c in (True, False)))
 
 
 def test_reference_embedding_initialised_like_ours():
-    """Shared with the output layer, std d_model^-1/2 (nn.Embedding's default std 1 gives huge first logits)."""
+    """Shared with the output layer, std d_model^-1/2 (nn.Embedding's default std 1 gives huge first
+    logits)."""
     torch.manual_seed(0)
     model = TorchReference(4000, 64, 2, 1, 64, 0.0, True)
     assert model.out.weight is model.embed.weight
@@ -75,18 +82,22 @@ def test_reference_embedding_initialised_like_ours():
 
 @needs_data
 def test_train_throughput_smoke(tmp_path):
-    rec, out = run_script("train_throughput.py", "--preset", "cpu-30min", "--tiny", "--device", "cpu",
-                          out=tmp_path / "tt.json")
-    bf16 = amp_settings("cpu", cpu_bf16=True)[0] is not None          # this CPU has bf16 instructions
+    rec, out = run_script("train_throughput.py", "--preset", "cpu-30min", "--tiny", "--device",
+                          "cpu", out=tmp_path / "tt.json")
+    bf16 = amp_settings("cpu", cpu_bf16=True)[0] is not None        # this CPU has bf16 instructions
     names = [r["model"] for r in rec["results"]]
-    assert names == (["transformer_lib", "nn.Transformer", "transformer_lib float32", "nn.Transformer bfloat16"]
+    assert names == (["transformer_lib", "nn.Transformer", "transformer_lib float32",
+                      "nn.Transformer bfloat16"]
                      if bf16 else ["transformer_lib", "nn.Transformer"])
-    assert [r["precision"] for r in rec["results"]][:2] == ["bfloat16" if bf16 else "float32", "float32"]
+    assert [r["precision"] for r in rec["results"]][:2] == ["bfloat16" if bf16 else "float32",
+                                                            "float32"]
     for r in rec["results"]:
         assert r["steps"] == 12 and len(r["round_seconds"]) == 3 and r["tokens_per_s"] > 0
         assert 0 < r["ceiling_fraction"] and r["parameters"] > 0
-    assert set(rec["ratios"]) == ({"as_run", "same_precision", "both_bfloat16"} if bf16 else {"as_run", "same_precision"})
-    assert rec["ratios"]["same_precision"]["numerator"] == ("transformer_lib float32" if bf16 else "transformer_lib")
+    assert set(rec["ratios"]) == ({"as_run", "same_precision", "both_bfloat16"} if bf16
+                                  else {"as_run", "same_precision"})
+    assert rec["ratios"]["same_precision"]["numerator"] == ("transformer_lib float32" if bf16
+                                                            else "transformer_lib")
     for c in rec["ratios"].values():
         assert c["min"] <= c["median"] <= c["max"] and len(c["rounds"]) == 3
     assert set(rec["ceilings_flops_per_s"]) == ({"float32", "bfloat16"} if bf16 else {"float32"})
@@ -98,20 +109,23 @@ def test_train_throughput_smoke(tmp_path):
 
 @needs_data
 def test_bleu_at_equal_time_smoke(tmp_path):
-    rec, out = run_script("bleu_at_equal_time.py", "--preset", "cpu-tiny", "--amp", "--norm-first", "--train-pairs", "1000",
-                          "--vocab-size", "500", "--budget-s", "2", "--val-sentences", "10", "--beam", "2",
-                          out=tmp_path / "bleu.json")
+    rec, out = run_script("bleu_at_equal_time.py", "--preset", "cpu-tiny", "--amp", "--norm-first",
+                          "--train-pairs", "1000",
+                          "--vocab-size", "500", "--budget-s", "2", "--val-sentences", "10",
+                          "--beam", "2", out=tmp_path / "bleu.json")
     assert rec["sequential"] and rec["order"] == ["transformer_lib", "nn.Transformer"]
-    assert rec["val_sentences"] == 10 and rec["budget_s"] == 2 and rec["recipe"]["vocab_size"] == 500
+    assert (rec["val_sentences"] == 10 and rec["budget_s"] == 2 and rec["recipe"]["vocab_size"]
+            == 500)
     assert rec["recipe"]["attn_dropout"] == rec["recipe"]["ffn_dropout"] == rec["recipe"]["dropout"]
     for key in ("device", "torch", "git_commit", "date"):
         assert key in rec
     bf16 = amp_settings("cpu", cpu_bf16=True)[0] is not None
     ours, ref = rec["runs"]
     assert (ours["precision"], ref["precision"]) == ("bfloat16" if bf16 else "float32", "float32")
-    assert ours["parameters"] == ref["parameters"]                    # pre-LN: the same modules on both sides
+    assert ours["parameters"] == ref["parameters"]          # pre-LN: the same modules on both sides
     for run in rec["runs"]:
         assert run["steps"] > 0 and run["training_seconds"] >= 2 and run["target_tokens_per_s"] > 0
-        assert set(run["bleu"]) == {"greedy", "beam_2"} and all(0 <= b <= 100 for b in run["bleu"].values())
+        assert set(run["bleu"]) == {"greedy", "beam_2"} and all(0 <= b <= 100
+                                                                for b in run["bleu"].values())
         assert run["val_loss"] > 0 and "tok:13a" in run["signature"]
     assert "nn.Transformer" in out

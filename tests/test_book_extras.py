@@ -27,7 +27,7 @@ def test_progress_bar_renders_as_its_final_line():
     merged = book_extras._coalesce_streams(outputs)
     by_name = {o["name"]: o["text"] for o in merged}
     assert by_name == {"stdout": "training\ndone\n", "stderr": "100%|bar| 100/100\n"}
-    assert outputs[1]["text"] == "\r  0%|bar| 0/100"       # the notebook's own outputs are not changed
+    assert outputs[1]["text"] == "\r  0%|bar| 0/100"    # the notebook's own outputs are not changed
 
 
 def test_separate_prints_keep_their_lines():
@@ -38,4 +38,5 @@ def test_separate_prints_keep_their_lines():
 def test_markdown_code_spans_become_literals_in_docstrings():
     lines = ["Returns `x` of shape (B, L); see :func:`f` and ``y``; |Y| counts tokens."]
     book_extras._markdown_code_to_literal(None, "function", "f", None, {}, lines)
-    assert lines == ["Returns ``x`` of shape (B, L); see :func:`f` and ``y``; \\|Y\\| counts tokens."]
+    assert (lines
+            == ["Returns ``x`` of shape (B, L); see :func:`f` and ``y``; \\|Y\\| counts tokens."])

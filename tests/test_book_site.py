@@ -23,15 +23,18 @@ check_site = importlib.util.module_from_spec(_spec)
 sys.modules["check_site"] = check_site   # its dataclasses look their module up
 _spec.loader.exec_module(check_site)
 
-needs_chromium = pytest.mark.skipif(check_site.find_chromium(None) is None, reason="no Chromium installed")
+needs_chromium = pytest.mark.skipif(check_site.find_chromium(None) is None,
+                                    reason="no Chromium installed")
 
 
 def _png(width: int = 2, height: int = 2) -> bytes:
     """A valid RGB PNG of one grey colour."""
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I",
+                                                                        zlib.crc32(kind + data))
     rows = b"".join(b"\x00" + b"\x80\x80\x80" * width for _ in range(height))
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
@@ -73,11 +76,13 @@ def test_checker_passes_a_good_page_and_catches_every_kind_of_problem(tmp_path):
     assert (tmp_path / "shots" / "index.png").stat().st_size > 1000
 
 
-CODE_STYLE = "<style>pre { overflow: auto; width: 400px; padding: 8px; font: 16px monospace; }</style>"
+CODE_STYLE = ("<style>pre { overflow: auto; width: 400px; padding: 8px; font: 16px monospace; "
+              "}</style>")
 SHORT_CODE = f"""<!doctype html><html><head><title>short</title>{CODE_STYLE}</head><body>
 <div class="cell_input"><div class="highlight"><pre>x = 1
 print(x)</pre></div></div>
-<div class="cell_output"><div class="highlight"><pre>{"an output may be wide: " * 6}</pre></div></div>
+<div class="cell_output"><div class="highlight">
+<pre>{"an output may be wide: " * 6}</pre></div></div>
 </body></html>"""
 LONG_CODE = f"""<!doctype html><html><head><title>long</title>{CODE_STYLE}</head><body>
 <div class="highlight"><pre>x = 1

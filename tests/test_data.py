@@ -1,4 +1,5 @@
-"""transformer_lib.data: directory resolution, checksums, clear errors, loaders (on ../shared/data)."""
+"""transformer_lib.data: directory resolution, checksums, clear errors, loaders (on
+../shared/data)."""
 import gzip
 import os
 import shutil
@@ -11,7 +12,8 @@ from transformer_lib.data import ENV_VAR, MANIFEST, DataError, fetch, resolve_da
 
 SHARED = os.environ.get(ENV_VAR)
 # Skipped only outside CI: under CI (CI=true) a missing data directory is a failure, not a skip.
-needs_data = pytest.mark.skipif((not SHARED or not Path(SHARED, "multi30k").exists()) and not os.environ.get("CI"),
+needs_data = pytest.mark.skipif((not SHARED or not Path(SHARED, "multi30k").exists())
+                                and not os.environ.get("CI"),
                                 reason=f"{ENV_VAR} does not point at the shared datasets")
 
 
@@ -49,11 +51,12 @@ def test_download_that_matches_is_kept(tmp_path, monkeypatch):
 
     payload = b"a stand-in for the dataset"
     entry = MANIFEST["tinyshakespeare/input.txt"]
-    monkeypatch.setitem(MANIFEST, entry.path, data.DataFile(entry.path, hashlib.sha256(payload).hexdigest(), entry.url))
+    monkeypatch.setitem(MANIFEST, entry.path,
+                        data.DataFile(entry.path, hashlib.sha256(payload).hexdigest(), entry.url))
     monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(payload))
     path = fetch(entry.path, data_dir=tmp_path)
     assert path == tmp_path / entry.path and path.read_bytes() == payload
-    assert [p.name for p in path.parent.iterdir()] == ["input.txt"]          # the .part file is gone
+    assert [p.name for p in path.parent.iterdir()] == ["input.txt"]         # the .part file is gone
     assert fetch(entry.path, data_dir=tmp_path, download=False) == path
 
 
@@ -91,8 +94,10 @@ def test_loaders_on_shared_data():
         pairs = data.load_multi30k(split)
         assert len(pairs) == n and all(de and en for de, en in pairs)
     # (German, English), in that order, line i with line i.
-    assert data.load_multi30k("train")[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
-                                              "Two young, White males are outside near many bushes.")
+    assert data.load_multi30k("train")[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe "
+                                              "vieler Büsche.",
+                                              "Two young, White males are outside near many "
+                                              "bushes.")
     text = data.load_tiny_shakespeare()
     assert len(text) == 1_115_394 and len(set(text)) == 65 and text.startswith("First Citizen:")
     pairs = data.load_tatoeba_fra_eng()
@@ -125,8 +130,8 @@ def test_a_failed_download_leaves_no_empty_folders(tmp_path, monkeypatch):
     root = tmp_path / "cache" / "transformer_lib"
     with pytest.raises(DataError, match="network is unreachable"):
         fetch("multi30k/train.de.gz", data_dir=root)
-    assert list(tmp_path.iterdir()) == []                       # neither multi30k/ nor cache/transformer_lib/
-    (tmp_path / "mine").mkdir()                                 # a folder that was there before stays
+    assert list(tmp_path.iterdir()) == []             # neither multi30k/ nor cache/transformer_lib/
+    (tmp_path / "mine").mkdir()                               # a folder that was there before stays
     with pytest.raises(DataError):
         fetch("multi30k/train.de.gz", data_dir=tmp_path / "mine")
     assert [p.name for p in tmp_path.rglob("*")] == ["mine"]
@@ -144,4 +149,5 @@ def test_a_server_that_never_answers_is_given_up_quickly_and_said_so(tmp_path, m
         fetch("tinyshakespeare/input.txt", data_dir=tmp_path)
     assert seen["timeout"] == data.DOWNLOAD_TIMEOUT_S <= 15
     err = capsys.readouterr().err
-    assert "downloading 'tinyshakespeare/input.txt' from https://" in err and "after 15 s without an answer" in err
+    assert ("downloading 'tinyshakespeare/input.txt' from https://" in err
+            and "after 15 s without an answer" in err)

@@ -11,8 +11,10 @@ from transformer_lib.decoder import Decoder, DecoderLayer, reorder_cache
 from transformer_lib.layer_norm import LayerNorm
 from transformer_lib.masking import make_causal_mask
 
-RENAME = {"multihead_attn.": "cross_attn.", "linear1.": "feed_forward.w_1.", "linear2.": "feed_forward.w_2.",
-          "norm1.": "residual_self.norm.", "norm2.": "residual_cross.norm.", "norm3.": "residual_ffn.norm.",
+RENAME = {"multihead_attn.": "cross_attn.", "linear1.": "feed_forward.w_1.",
+          "linear2.": "feed_forward.w_2.",
+          "norm1.": "residual_self.norm.", "norm2.": "residual_cross.norm.",
+          "norm3.": "residual_ffn.norm.",
           "in_proj_weight": "in_proj.weight", "in_proj_bias": "in_proj.bias"}
 
 
@@ -35,7 +37,8 @@ def rename(state):
 def test_layer_matches_pytorch(B, L_t, L_s, norm_first, seed):
     d, heads, d_ff = 16, 4, 24
     torch.manual_seed(seed)
-    theirs = randomise(nn.TransformerDecoderLayer(d, heads, d_ff, batch_first=True, norm_first=norm_first,
+    theirs = randomise(nn.TransformerDecoderLayer(d, heads, d_ff, batch_first=True,
+                                                  norm_first=norm_first,
                                                   dtype=torch.float64), seed).eval()
     ours = DecoderLayer(d, heads, d_ff, norm_first=norm_first).double().eval()
     ours.load_state_dict(rename(theirs.state_dict()))
@@ -54,7 +57,8 @@ def test_layer_matches_pytorch(B, L_t, L_s, norm_first, seed):
 def test_decoder_matches_pytorch_stack(norm_first):
     torch.manual_seed(1)
     d, heads, d_ff, n = 16, 2, 32, 3
-    layer = nn.TransformerDecoderLayer(d, heads, d_ff, batch_first=True, norm_first=norm_first, dtype=torch.float64)
+    layer = nn.TransformerDecoderLayer(d, heads, d_ff, batch_first=True, norm_first=norm_first,
+                                       dtype=torch.float64)
     final = nn.LayerNorm(d, dtype=torch.float64) if norm_first else None
     theirs = randomise(nn.TransformerDecoder(layer, n, norm=final)).eval()
     ours = Decoder(n, d, heads, d_ff, norm_first=norm_first).double().eval()
@@ -62,9 +66,12 @@ def test_decoder_matches_pytorch_stack(norm_first):
     y, memory = torch.randn(2, 5, d, dtype=torch.float64), torch.randn(2, 4, d, dtype=torch.float64)
     src_real = torch.tensor([[True] * 4, [True, True, False, False]])
     with torch.no_grad():
-        ref = theirs(y, memory, tgt_mask=nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.float64),
+        ref = theirs(y, memory,
+                     tgt_mask=nn.Transformer.generate_square_subsequent_mask(5,
+                                                                             dtype=torch.float64),
                      memory_key_padding_mask=~src_real)
-    torch.testing.assert_close(ours(y, memory, memory_mask=src_real[:, None, None, :]), ref, atol=1e-10, rtol=1e-8)
+    torch.testing.assert_close(ours(y, memory, memory_mask=src_real[:, None, None, :]), ref,
+                               atol=1e-10, rtol=1e-8)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -88,9 +95,11 @@ def test_layer_matches_equations(norm_first):
 
 
 @settings(max_examples=20, deadline=None)
-@given(T=st.integers(2, 9), t=st.integers(0, 8), norm_first=st.booleans(), seed=st.integers(0, 2**16))
+@given(T=st.integers(2, 9), t=st.integers(0, 8), norm_first=st.booleans(),
+       seed=st.integers(0, 2**16))
 def test_future_is_invisible(T, t, norm_first, seed):
-    """Outputs at positions <= t are unchanged when the target inputs after t change (and later ones do change)."""
+    """Outputs at positions <= t are unchanged when the target inputs after t change (and later ones
+    do change)."""
     t = t % (T - 1)
     torch.manual_seed(seed)
     dec = randomise(Decoder(2, 8, 2, 16, norm_first=norm_first).double(), seed).eval()
@@ -107,7 +116,8 @@ def test_future_is_invisible(T, t, norm_first, seed):
 def test_cache_matches_full_pass(norm_first, chunks):
     torch.manual_seed(3)
     dec = randomise(Decoder(3, 16, 4, 32, norm_first=norm_first).double()).eval()
-    y, memory = torch.randn(2, 7, 16, dtype=torch.float64), torch.randn(2, 5, 16, dtype=torch.float64)
+    y, memory = torch.randn(2, 7, 16, dtype=torch.float64), torch.randn(2, 5, 16,
+                                                                        dtype=torch.float64)
     src_mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]
     full = dec(y, memory, memory_mask=src_mask)
     cache, outs, start = {}, [], 0
@@ -147,11 +157,13 @@ def test_reorder_cache():
     step = torch.randn(3, 1, 8)
     cache_ref = {}
     dec(y[index], memory[index], cache=cache_ref)
-    torch.testing.assert_close(dec(step, memory[index], cache=cache), dec(step, memory[index], cache=cache_ref))
+    torch.testing.assert_close(dec(step, memory[index], cache=cache),
+                               dec(step, memory[index], cache=cache_ref))
 
 
 def test_final_norm_and_cross_attention_reads_memory():
-    assert Decoder(2, 8, 2, 16).norm is None and isinstance(Decoder(2, 8, 2, 16, norm_first=True).norm, LayerNorm)
+    assert (Decoder(2, 8, 2, 16).norm is None
+            and isinstance(Decoder(2, 8, 2, 16, norm_first=True).norm, LayerNorm))
     dec = Decoder(2, 8, 2, 16).eval()
     y = torch.randn(1, 3, 8)
     assert not torch.allclose(dec(y, torch.randn(1, 4, 8)), dec(y, torch.randn(1, 4, 8)))
@@ -168,9 +180,11 @@ def test_gradcheck_whole_layer():
 def test_bad_input_is_a_clear_error():
     layer = DecoderLayer(8, 2, 16)
     y, m = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
-    with pytest.raises(ValueError, match=r"x must be a floating-point tensor of shape \(B, L, d_model=8\)"):
+    with pytest.raises(ValueError,
+                       match=r"x must be a floating-point tensor of shape \(B, L, d_model=8\)"):
         layer(torch.randn(2, 3, 7), m)
-    with pytest.raises(ValueError, match=r"memory must be a floating-point tensor of shape \(B, L, d_model=8\)"):
+    with pytest.raises(ValueError, match=r"memory must be a floating-point tensor of shape \(B, L, "
+                                         r"d_model=8\)"):
         layer(y, torch.randn(2, 4, 9))
     with pytest.raises(ValueError, match=r"mask must be .*broadcastable to \(B, h, L_q, L_k\)"):
         layer(y, m, tgt_mask=torch.ones(4, 4, dtype=torch.bool))
@@ -182,7 +196,8 @@ def test_bad_input_is_a_clear_error():
 
 def test_float64_input_to_a_float32_decoder_names_the_argument():
     y, m = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
-    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters "
+                                        r"are torch.float32"):
         Decoder(1, 8, 2, 16)(y.double(), m)
     with pytest.raises(TypeError, match=r"memory is a torch.float64 tensor"):
         DecoderLayer(8, 2, 16)(y, m.double())

@@ -52,7 +52,8 @@ def test_cached_equals_uncached_greedy(seed, norm_first, max_len):
 
 
 def test_greedy_is_argmax_of_teacher_forced_pass():
-    """Each greedy token is the argmax of a full forward pass over the decoded prefix (eq. greedy)."""
+    """Each greedy token is the argmax of a full forward pass over the decoded prefix (eq.
+    greedy)."""
     model = _model(1).eval()
     src = _src(1)
     ys, logits = greedy_decode(model, src, 12, BOS, EOS, return_logits=True)
@@ -72,7 +73,8 @@ def test_greedy_is_argmax_of_teacher_forced_pass():
 def test_beam_size_one_equals_greedy(seed, max_len):
     model = _model(seed)
     src = _src(seed, batch=4)
-    assert torch.equal(beam_search(model, src, beam_size=1, max_len=max_len, bos_id=BOS, eos_id=EOS),
+    assert torch.equal(beam_search(model, src, beam_size=1, max_len=max_len, bos_id=BOS,
+                                   eos_id=EOS),
                        greedy_decode(model, src, max_len, BOS, EOS))
 
 
@@ -96,14 +98,16 @@ def _brute_force(model, src, symbols, max_len, alpha):
         for seq in seqs:
             tgt = torch.tensor([[BOS, *seq]])
             log_p = model(src, tgt[:, :-1]).log_softmax(-1)[0]
-            score = log_p.gather(-1, tgt[0, 1:, None]).sum().item() / length_penalty(len(seq), alpha)
+            score = log_p.gather(-1, tgt[0, 1:, None]).sum().item() / length_penalty(len(seq),
+                                                                                     alpha)
             if score > best_score:
                 best, best_score = seq, score
     return best, best_score
 
 
 @pytest.mark.parametrize("seed,vocab,max_len,beam,alpha", [
-    (0, 5, 4, 32, 0.6), (1, 5, 4, 32, 0.0), (2, 6, 3, 64, 0.6), (3, 6, 3, 64, 1.0), (4, 5, 5, 64, 0.6),
+    (0, 5, 4, 32, 0.6), (1, 5, 4, 32, 0.0), (2, 6, 3, 64, 0.6), (3, 6, 3, 64, 1.0),
+    (4, 5, 5, 64, 0.6),
 ])
 def test_wide_beam_finds_brute_force_optimum(seed, vocab, max_len, beam, alpha):
     model = _model(seed, vocab=vocab, n_layers=1).eval()
@@ -134,7 +138,8 @@ def test_beam_search_batched_equals_one_by_one():
 
 
 def test_beam_score_matches_its_tokens():
-    """The returned score is log p(tokens | src) / lp(|tokens|) of the returned sentence (eq. length-penalty)."""
+    """The returned score is log p(tokens | src) / lp(|tokens|) of the returned sentence (eq.
+    length-penalty)."""
     model = _model(6).eval()
     src = _src(6, batch=2)
     out, scores = beam_search(model, src, 4, 0.6, 10, BOS, EOS, return_scores=True)
@@ -155,20 +160,23 @@ def test_length_penalty_formula():
 
 def _never_eos(model):
     decode = model.decode
-    model.decode = lambda *args, **kw: decode(*args, **kw).index_fill(-1, torch.tensor([EOS]), float("-inf"))
+    model.decode = lambda *args, **kw: decode(*args, **kw).index_fill(-1, torch.tensor([EOS]),
+                                                                      float("-inf"))
     return model
 
 
 def test_default_max_len_and_bad_input():
     # eos can never win (its logit is -inf), so decoding never stops early and runs to the limit.
-    # (An eos_id outside the vocabulary did this once; it is now an error: test_decoding_arguments_name_the_argument.)
+    # (An eos_id outside the vocabulary did this once; it is now an error:
+    # test_decoding_arguments_name_the_argument.)
     model = _never_eos(_model(7, max_len=20))
     src = _src(7, length=5)
-    out = beam_search(model, src, bos_id=BOS, eos_id=EOS)         # S + 50 = 55, capped at config.max_len
+    out = beam_search(model, src, bos_id=BOS, eos_id=EOS)    # S + 50 = 55, capped at config.max_len
     assert out.shape == (3, 21)
     out = beam_search(_never_eos(_model(7, max_len=80)), src, beam_size=2, bos_id=BOS, eos_id=EOS)
     assert out.shape == (3, 5 + 50 + 1)                            # bos + (S + 50) new tokens
-    with pytest.raises(ValueError, match=r"src must be a long tensor of token ids of shape \(B, S\)"):
+    with pytest.raises(ValueError,
+                       match=r"src must be a long tensor of token ids of shape \(B, S\)"):
         greedy_decode(model, src.float(), 5, BOS, EOS)
     with pytest.raises(ValueError, match=r"src must be a long tensor"):
         beam_search(model, src[0], bos_id=BOS, eos_id=EOS)
@@ -186,17 +194,22 @@ def test_default_max_len_and_bad_input():
 
 def test_decoding_arguments_name_the_argument():
     model, src = _model(0), _src(0)
-    with pytest.raises(ValueError, match=r"max_len must be >= 1, a whole number of new tokens, got 1.5"):
+    with pytest.raises(ValueError,
+                       match=r"max_len must be >= 1, a whole number of new tokens, got 1.5"):
         greedy_decode(model, src, 1.5, BOS, EOS)
-    with pytest.raises(ValueError, match=r"max_len must be >= 1, a whole number of new tokens, got 1.5"):
+    with pytest.raises(ValueError,
+                       match=r"max_len must be >= 1, a whole number of new tokens, got 1.5"):
         beam_search(model, src, max_len=1.5, bos_id=BOS, eos_id=EOS)
-    with pytest.raises(ValueError, match=r"beam_size must be >= 1, a whole number of beams, got 2.5"):
+    with pytest.raises(ValueError,
+                       match=r"beam_size must be >= 1, a whole number of beams, got 2.5"):
         beam_search(model, src, beam_size=2.5, bos_id=BOS, eos_id=EOS)
     with pytest.raises(ValueError, match=r"alpha must be >= 0 and finite, got nan"):
         beam_search(model, src, alpha=float("nan"), bos_id=BOS, eos_id=EOS)
-    with pytest.raises(ValueError, match=r"eos_id must be a token id of the target vocabulary, in \[0, 13\), got 13"):
+    with pytest.raises(ValueError, match=r"eos_id must be a token id of the target vocabulary, in "
+                                         r"\[0, 13\), got 13"):
         greedy_decode(model, src, 5, BOS, 13)
-    with pytest.raises(ValueError, match=r"bos_id must be a token id of the target vocabulary, in \[0, 13\), got -1"):
+    with pytest.raises(ValueError, match=r"bos_id must be a token id of the target vocabulary, in "
+                                         r"\[0, 13\), got -1"):
         beam_search(model, src, bos_id=-1, eos_id=EOS)
     with pytest.raises(ValueError, match=r"eos_id must differ from pad_id \(0\)"):
         greedy_decode(model, src, 5, BOS, PAD)
@@ -206,12 +219,14 @@ def test_decoding_arguments_name_the_argument():
 
 
 def test_decoding_a_wrapped_model_says_unwrap_it():
-    class DistributedDataParallel(torch.nn.Module):         # the shape of torch's wrapper: the model in .module
+    class DistributedDataParallel(torch.nn.Module):         # the shape of torch's wrapper: the
+                                                            # model in .module
         def __init__(self, module):
             super().__init__()
             self.module = module
     wrapped, src = DistributedDataParallel(_model(0)), _src(0)
-    with pytest.raises(TypeError, match=r"model is a DistributedDataParallel wrapper: decode with the model "
+    with pytest.raises(TypeError,
+                       match=r"model is a DistributedDataParallel wrapper: decode with the model "
                                         r"inside it, model.module"):
         greedy_decode(wrapped, src, 5, BOS, EOS)
     with pytest.raises(TypeError, match=r"model.module"):
@@ -221,8 +236,10 @@ def test_decoding_a_wrapped_model_says_unwrap_it():
 def test_an_empty_batch_gives_an_empty_result_in_greedy_and_beam():
     model, src = _model(0).eval(), _src(0)[:0]
     greedy = greedy_decode(model, src, 5, BOS, EOS)
-    beam, scores = beam_search(model, src, beam_size=3, max_len=5, bos_id=BOS, eos_id=EOS, return_scores=True)
-    assert greedy.shape == beam.shape == (0, 2) and beam.dtype == torch.long and scores.shape == (0,)
+    beam, scores = beam_search(model, src, beam_size=3, max_len=5, bos_id=BOS, eos_id=EOS,
+                               return_scores=True)
+    assert greedy.shape == beam.shape == (0,
+                                          2) and beam.dtype == torch.long and scores.shape == (0,)
 
 
 @pytest.mark.parametrize("decode", ["greedy", "beam"])

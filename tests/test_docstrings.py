@@ -1,8 +1,12 @@
-"""Every module of the package says what it holds, and no docstring cites a label that only the book resolves.
+"""Every module of the package says what it holds, and no docstring cites a label that only the book
+resolves.
 
-The book labels its equations and sections in MyST, `$$ ... $$ (eq-param-count)` and `(chapter-masking)=`, and
-cites them with `{eq}` and `{ref}`. In the book those become numbers and links; in `help()` or an editor they are
-dead names ("eqs. mha-head, mha"). A docstring cites the paper (section, equation number) and the chapter instead.
+The book labels its equations and sections in MyST, `$$ ... $$ (eq-param-count)` and
+`(chapter-masking)=`, and
+cites them with `{eq}` and `{ref}`. In the book those become numbers and links; in `help()` or an
+editor they are
+dead names ("eqs. mha-head, mha"). A docstring cites the paper (section, equation number) and the
+chapter instead.
 """
 import ast
 import json
@@ -26,13 +30,16 @@ def book_labels() -> set[str]:
     """Every label the book defines, in the notebooks' markdown and in book/*.md."""
     texts = [p.read_text() for p in (ROOT / "book").glob("*.md")]
     for path in (ROOT / "notebooks").rglob("*.ipynb"):
-        texts += ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "markdown"]
+        texts += ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]
+                  if c["cell_type"] == "markdown"]
     return {m for t in texts for m in LABEL_TARGET.findall(t) + EQUATION_LABEL.findall(t)}
 
 
 def book_only_citations(text: str, labels: set[str]) -> list[str]:
-    """The places in `text` that cite the book by label: MyST roles, its hyphenated labels, named equations."""
-    found = [m.group(0) for m in MYST_ROLE.finditer(text)] + [m.group(0) for m in NAMED_EQUATION.finditer(text)]
+    """The places in `text` that cite the book by label: MyST roles, its hyphenated labels, named
+    equations."""
+    found = ([m.group(0) for m in MYST_ROLE.finditer(text)]
+             + [m.group(0) for m in NAMED_EQUATION.finditer(text)])
     for label in labels:
         if "-" in label and re.search(rf"(?<![\w-]){re.escape(label)}(?![\w-])", text):
             found.append(label)
@@ -40,23 +47,28 @@ def book_only_citations(text: str, labels: set[str]) -> list[str]:
 
 
 def docstrings(path: Path):
-    """(where, docstring) for the module and every class and function in it, nested ones included."""
+    """(where, docstring) for the module and every class and function in it, nested ones
+    included."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             doc = ast.get_docstring(node)
             if doc:
-                yield f"{path.stem}.{getattr(node, 'name', '<module>')}:{getattr(node, 'lineno', 1)}", doc
+                name = getattr(node, "name", "<module>")
+                yield f"{path.stem}.{name}:{getattr(node, 'lineno', 1)}", doc
 
 
 @pytest.mark.parametrize("path", MODULES, ids=[p.stem for p in MODULES])
 def test_every_module_has_a_docstring(path):
     doc = ast.get_docstring(ast.parse(path.read_text()))
-    assert doc, f"{path.name} has no module docstring (put it first in the notebook's first `#| export` cell)"
+    assert doc, (f"{path.name} has no module docstring (put it first in the notebook's first `#| "
+                 "export` cell)")
     if path.name != "__init__.py":
-        # nbdev-export rewrites __init__.py's docstring as a list of modules as soon as one module's docstring
-        # has more than 3 lines (nbdev.config._substantive), replacing the one written by hand.
-        assert 2 <= len(doc.splitlines()) <= 3, f"{path.name}: a module docstring of {len(doc.splitlines())} lines"
+        # nbdev-export rewrites __init__.py's docstring as a list of modules as soon as one module's
+        # docstring has more than 3 lines (nbdev.config._substantive), replacing the one written by
+        # hand.
+        assert 2 <= len(doc.splitlines()) <= 3, (f"{path.name}: a module docstring of "
+                                                 f"{len(doc.splitlines())} lines")
 
 
 def test_package_docstring_is_the_one_written_by_hand():

@@ -10,8 +10,10 @@ from torch import nn
 from transformer_lib.encoder import Encoder, EncoderLayer
 from transformer_lib.layer_norm import LayerNorm
 
-# PyTorch's parameter names -> ours (chapter 09's table). Written out here, independently of interop.
-RENAME = {"self_attn.in_proj_weight": "self_attn.in_proj.weight", "self_attn.in_proj_bias": "self_attn.in_proj.bias",
+# PyTorch's parameter names -> ours (chapter 09's table). Written out here, independently of
+# interop.
+RENAME = {"self_attn.in_proj_weight": "self_attn.in_proj.weight",
+          "self_attn.in_proj_bias": "self_attn.in_proj.bias",
           "linear1.weight": "feed_forward.w_1.weight", "linear1.bias": "feed_forward.w_1.bias",
           "linear2.weight": "feed_forward.w_2.weight", "linear2.bias": "feed_forward.w_2.bias",
           "norm1.weight": "residual_attn.norm.weight", "norm1.bias": "residual_attn.norm.bias",
@@ -35,7 +37,8 @@ def rename(state, prefix_map=()):
 
 
 def assert_matches_pytorch(ours, theirs, x, real):
-    """Load theirs' weights into ours (renamed), run both on x with padding `real` (B, L), compare."""
+    """Load theirs' weights into ours (renamed), run both on x with padding `real` (B, L),
+    compare."""
     ours.load_state_dict(rename(theirs.state_dict()))
     with torch.no_grad():
         ref = theirs(x, src_key_padding_mask=~real)
@@ -47,31 +50,37 @@ def assert_matches_pytorch(ours, theirs, x, real):
 
 
 @settings(max_examples=20, deadline=None)
-@given(B=st.integers(1, 3), L=st.integers(1, 8), heads=st.sampled_from([1, 2, 4]), norm_first=st.booleans(),
-       seed=st.integers(0, 2**16))
+@given(B=st.integers(1, 3), L=st.integers(1, 8), heads=st.sampled_from([1, 2, 4]),
+       norm_first=st.booleans(), seed=st.integers(0, 2**16))
 def test_layer_matches_pytorch(B, L, heads, norm_first, seed):
     d, d_ff = 16, 24
     torch.manual_seed(seed)
-    theirs = randomise(nn.TransformerEncoderLayer(d, heads, d_ff, batch_first=True, norm_first=norm_first,
+    theirs = randomise(nn.TransformerEncoderLayer(d, heads, d_ff, batch_first=True,
+                                                  norm_first=norm_first,
                                                   dtype=torch.float64), seed=seed).eval()
     ours = EncoderLayer(d, heads, d_ff, norm_first=norm_first).double().eval()
-    assert_matches_pytorch(ours, theirs, torch.randn(B, L, d, dtype=torch.float64), real_tokens(B, L, seed))
+    assert_matches_pytorch(ours, theirs, torch.randn(B, L, d, dtype=torch.float64),
+                           real_tokens(B, L, seed))
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_matches_pytorch_stack(norm_first):
     torch.manual_seed(1)
     d, heads, d_ff, n = 16, 4, 32, 3
-    layer = nn.TransformerEncoderLayer(d, heads, d_ff, batch_first=True, norm_first=norm_first, dtype=torch.float64)
+    layer = nn.TransformerEncoderLayer(d, heads, d_ff, batch_first=True, norm_first=norm_first,
+                                       dtype=torch.float64)
     final = nn.LayerNorm(d, dtype=torch.float64) if norm_first else None
-    theirs = randomise(nn.TransformerEncoder(layer, n, norm=final, enable_nested_tensor=False)).eval()
+    theirs = randomise(nn.TransformerEncoder(layer, n, norm=final,
+                                             enable_nested_tensor=False)).eval()
     ours = Encoder(n, d, heads, d_ff, norm_first=norm_first).double().eval()
-    assert_matches_pytorch(ours, theirs, torch.randn(2, 6, d, dtype=torch.float64), real_tokens(2, 6, 3))
+    assert_matches_pytorch(ours, theirs, torch.randn(2, 6, d, dtype=torch.float64),
+                           real_tokens(2, 6, 3))
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_layer_matches_equations(norm_first):
-    """eqs. encoder-attn / encoder-ffn (post-LN) and their pre-LN counterparts, with F.layer_norm."""
+    """eqs. encoder-attn / encoder-ffn (post-LN) and their pre-LN counterparts, with
+    F.layer_norm."""
     torch.manual_seed(2)
     layer = randomise(EncoderLayer(12, 3, 20, norm_first=norm_first).double()).eval()
     x = torch.randn(2, 5, 12, dtype=torch.float64)
@@ -90,7 +99,8 @@ def test_layer_matches_equations(norm_first):
 
 
 @settings(max_examples=20, deadline=None)
-@given(B=st.integers(1, 3), L=st.integers(2, 8), norm_first=st.booleans(), seed=st.integers(0, 2**16))
+@given(B=st.integers(1, 3), L=st.integers(2, 8), norm_first=st.booleans(),
+       seed=st.integers(0, 2**16))
 def test_padding_is_invisible(B, L, norm_first, seed):
     torch.manual_seed(seed)
     enc = Encoder(2, 8, 2, 16, norm_first=norm_first).double().eval()
@@ -112,16 +122,19 @@ def test_encoder_is_permutation_equivariant():
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_is_causal_equals_the_causal_mask(norm_first):
-    """is_causal=True (the decoder-only block of exercise 3) is the same function as a causal mask tensor."""
+    """is_causal=True (the decoder-only block of exercise 3) is the same function as a causal mask
+    tensor."""
     from transformer_lib.masking import make_causal_mask
     torch.manual_seed(4)
     enc = Encoder(2, 8, 2, 16, norm_first=norm_first).double().eval()
     x = torch.randn(3, 6, 8, dtype=torch.float64)
     by_name = enc(x, is_causal=True)
     torch.testing.assert_close(by_name, enc(x, make_causal_mask(6)))
-    torch.testing.assert_close(enc.layers[0](x, is_causal=True), enc.layers[0](x, make_causal_mask(6)))
+    torch.testing.assert_close(enc.layers[0](x, is_causal=True),
+                               enc.layers[0](x, make_causal_mask(6)))
     assert not torch.allclose(by_name, enc(x))                  # the mask matters
-    torch.testing.assert_close(enc(x[:, :4], is_causal=True), by_name[:, :4])   # the future is invisible
+    # the future is invisible
+    torch.testing.assert_close(enc(x[:, :4], is_causal=True), by_name[:, :4])
 
 
 def test_final_norm():
@@ -133,14 +146,14 @@ def test_final_norm():
 
 
 def test_extra_final_norm_on_post_ln_is_identity_only_at_init():
-    """Chapter 09: nn.Transformer's extra LayerNorm after a post-LN stack is (nearly) the identity while the last
-    layer's gamma = 1, beta = 0, and a different function once they are trained."""
+    """Chapter 09: nn.Transformer's extra LayerNorm after a post-LN stack is (nearly) the identity
+    while the last layer's gamma = 1, beta = 0, and a different function once they are trained."""
     torch.manual_seed(5)
     plain = Encoder(2, 8, 2, 16, dropout=0.0).double().eval()
     extra = Encoder(2, 8, 2, 16, dropout=0.0, final_norm=True).double().eval()
     extra.load_state_dict(plain.state_dict(), strict=False)
     x = torch.randn(2, 5, 8, dtype=torch.float64)
-    torch.testing.assert_close(extra(x), plain(x), atol=1e-4, rtol=0)          # eps only: var = 1 - O(eps)
+    torch.testing.assert_close(extra(x), plain(x), atol=1e-4, rtol=0)   # eps only: var = 1 - O(eps)
     last = plain.layers[-1].residual_ffn.norm
     with torch.no_grad():
         last.weight.uniform_(0.5, 1.5)
@@ -148,7 +161,8 @@ def test_extra_final_norm_on_post_ln_is_identity_only_at_init():
     extra.load_state_dict(plain.state_dict(), strict=False)
     out, renormed = plain(x), extra(x)
     assert (out - renormed).abs().max() > 0.1
-    torch.testing.assert_close(renormed, F.layer_norm(out, (8,)))             # extra.norm is gamma = 1, beta = 0
+    # extra.norm is gamma = 1, beta = 0
+    torch.testing.assert_close(renormed, F.layer_norm(out, (8,)))
 
 
 def test_dropout_placement():
@@ -174,9 +188,11 @@ def test_gradcheck_whole_layer():
 
 def test_bad_input_is_a_clear_error():
     layer = EncoderLayer(8, 2, 16)
-    with pytest.raises(ValueError, match=r"x must be a floating-point tensor of shape \(B, L, d_model=8\)"):
+    with pytest.raises(ValueError,
+                       match=r"x must be a floating-point tensor of shape \(B, L, d_model=8\)"):
         layer(torch.randn(2, 5, 6))
-    with pytest.raises(ValueError, match=r"x must be a floating-point tensor of shape \(B, L, d_model=8\)"):
+    with pytest.raises(ValueError,
+                       match=r"x must be a floating-point tensor of shape \(B, L, d_model=8\)"):
         Encoder(1, 8, 2, 16)(torch.randn(5, 8))
     with pytest.raises(ValueError, match=r"mask must be .*broadcastable to \(B, h, L_q, L_k\)"):
         layer(torch.randn(2, 5, 8), torch.ones(2, 1, 1, 6, dtype=torch.bool))
@@ -186,7 +202,8 @@ def test_bad_input_is_a_clear_error():
 
 def test_float64_input_to_a_float32_encoder_names_the_argument():
     x = torch.randn(2, 5, 8, dtype=torch.float64)
-    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters "
+                                        r"are torch.float32"):
         Encoder(1, 8, 2, 16)(x)
     with pytest.raises(TypeError, match=r"x is a torch.float64 tensor"):
         EncoderLayer(8, 2, 16)(x)

@@ -1,5 +1,6 @@
-"""The exercise checkers (transformer_lib.exercises): each accepts the reference solution and rejects
-plausible wrong answers, naming the mistake; the unsolved exercise notebooks fail their checks.
+"""The exercise checkers (transformer_lib.exercises): each accepts the reference solution and
+rejects plausible wrong answers, naming the mistake; the unsolved exercise notebooks fail their
+checks.
 
 Solutions are the cells tagged "solution" in notebooks/exercises/solutions/*.ipynb (exercise 3's are
 exported to transformer_lib.char_model); the reader's stubs are the cells tagged "exercise".
@@ -24,8 +25,10 @@ from transformer_lib.training import collate, get_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "notebooks" / "exercises"
-HAVE_DATA = bool(os.environ.get("TRANSFORMER_LIB_DATA")) or (Path.home() / ".cache/transformer_lib/tinyshakespeare").exists()
-needs_data = pytest.mark.skipif(not HAVE_DATA, reason="Tiny Shakespeare not available (set TRANSFORMER_LIB_DATA)")
+HAVE_DATA = (bool(os.environ.get("TRANSFORMER_LIB_DATA"))
+             or (Path.home() / ".cache/transformer_lib/tinyshakespeare").exists())
+needs_data = pytest.mark.skipif(not HAVE_DATA,
+                                reason="Tiny Shakespeare not available (set TRANSFORMER_LIB_DATA)")
 
 
 def tagged_cells(path: Path, tag: str) -> dict:
@@ -84,7 +87,8 @@ def test_checker_names_the_line_of_the_readers_code_not_of_torch():
     def make_pre_ln(model):
         return nn.Linear(2, 3)(torch.zeros(4))          # fails inside torch.nn
     result = ex.check_pre_ln(make_pre_ln)
-    assert not result.passed and "RuntimeError" in result.message and "in make_pre_ln" in result.message
+    assert (not result.passed and "RuntimeError" in result.message
+            and "in make_pre_ln" in result.message)
 
 
 def test_check_result_prints_verdict_and_hint():
@@ -108,7 +112,8 @@ def _without_final_norm(ex1):
 
 
 def _swap_residuals(model, layers, make):
-    """Replace every ResidualConnection of `layers` by make() and give both stacks a final LayerNorm."""
+    """Replace every ResidualConnection of `layers` by make() and give both stacks a final
+    LayerNorm."""
     for layer in layers:
         for name, child in list(layer.named_children()):
             if isinstance(child, ResidualConnection):
@@ -150,7 +155,8 @@ def _final_norm_on_encoder_only(ex1):
 def _dropout_dropped(ex1):          # right in evaluation mode, but every new residual has p = 0
     def make(model):
         d = model.config.d_model
-        return _swap_residuals(model, [*model.encoder.layers, *model.decoder.layers], lambda: ex1["PreLNResidual"](d))
+        return _swap_residuals(model, [*model.encoder.layers, *model.decoder.layers],
+                               lambda: ex1["PreLNResidual"](d))
     return make
 
 
@@ -162,7 +168,8 @@ def _fresh_model(model):          # builds a new pre-LN model: right architectur
     (lambda m: m, ["post-LN Transformer"]),
     ("no_final_norm", ["encoder and the decoder", "final LayerNorm"]),
     ("decoder_post_ln", ["decoder is still post-LN", "encoder is right", "model.decoder.layers"]),
-    ("decoder_no_final_norm", ["decoder is pre-LN", "not normalised", "model.decoder.norm", "encoder is right"]),
+    ("decoder_no_final_norm",
+     ["decoder is pre-LN", "not normalised", "model.decoder.norm", "encoder is right"]),
     ("dropout_dropped", ["dropout layers now have p = 0", "child.dropout.p"]),
     (_normed_residual, ["LN(x)"]),
     (_fresh_model, ["keep every existing weight"]),
@@ -170,8 +177,10 @@ def _fresh_model(model):          # builds a new pre-LN model: right architectur
 ], ids=["unchanged", "no-final-norm", "decoder-post-ln", "decoder-no-final-norm", "dropout-dropped",
         "normed-residual", "new-weights", "returns-none"])
 def test_pre_ln_rejects_wrong_answers(ex1, wrong, words):
-    built_from_solution = {"no_final_norm": _without_final_norm, "decoder_post_ln": _only_encoder_converted,
-                           "decoder_no_final_norm": _final_norm_on_encoder_only, "dropout_dropped": _dropout_dropped}
+    built_from_solution = {"no_final_norm": _without_final_norm,
+                           "decoder_post_ln": _only_encoder_converted,
+                           "decoder_no_final_norm": _final_norm_on_encoder_only,
+                           "dropout_dropped": _dropout_dropped}
     make = built_from_solution[wrong](ex1) if isinstance(wrong, str) else wrong
     assert fails(ex.check_pre_ln(make), *words)
 
@@ -290,7 +299,8 @@ def test_char_model_accepts_solution():
 
 
 def test_char_model_causal_by_name_equals_the_explicit_causal_mask():
-    """The solution passes is_causal=True to its blocks; that is the model with make_causal_mask(T)."""
+    """The solution passes is_causal=True to its blocks; that is the model with
+    make_causal_mask(T)."""
     torch.manual_seed(0)
     model = ex3.CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2).double().eval()
     idx = torch.randint(0, 11, (3, 16))
@@ -325,7 +335,8 @@ class _OnlyItself(ex3.CharModel):      # attends to its own position only: a big
         return self.head(self.norm(x))
 
 
-class _StrictlyLowerMask(ex3.CharModel):   # off-by-one: the diagonal masked out; causal and uses the past
+class _StrictlyLowerMask(ex3.CharModel):
+    # off-by-one: the diagonal masked out; causal and uses the past
     def forward(self, idx):
         T = idx.shape[1]
         x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:T])
@@ -376,8 +387,8 @@ class _Mlp(nn.Module):                  # no transformer_lib attention at all
     (_NoBlockSize, ["block_size"]),
     (_Mlp, ["MultiHeadAttention"]),
     (None, ["None"]),
-], ids=["no-causal-mask", "one-future-token", "diagonal-masked", "bigram", "untied", "no-block-size",
-        "no-attention", "none"])
+], ids=["no-causal-mask", "one-future-token", "diagonal-masked", "bigram", "untied",
+        "no-block-size", "no-attention", "none"])
 def test_char_model_rejects_wrong_answers(wrong, words):
     assert fails(ex3.check_char_model(wrong), *words)
 
@@ -401,8 +412,10 @@ def _sampler(logits_fn, crop=True, position=-1):
     (_sampler(lambda z, t: torch.multinomial(torch.softmax(z * t, -1), 1)), ["multiplied"]),
     (_sampler(lambda z, t: torch.multinomial(torch.softmax(z, -1), 1)), ["divide the logits"]),
     (_sampler(lambda z, t: z.argmax(-1, keepdim=True)), ["greedy"]),
-    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z / t, -1), 1), crop=False), ["block_size"]),
-    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z / t, -1), 1), position=0), ["first position"]),
+    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z / t, -1), 1), crop=False),
+     ["block_size"]),
+    (_sampler(lambda z, t: torch.multinomial(torch.softmax(z / t, -1), 1), position=0),
+     ["first position"]),
     (lambda model, idx, n, temperature=1.0: idx, ["expected (2, 15)"]),
 ], ids=["multiplied", "no-temperature", "greedy", "no-crop", "first-position", "stub"])
 def test_sampling_rejects_wrong_answers(wrong, words):
@@ -419,8 +432,8 @@ def test_char_model_trained_accepts_a_trained_model_and_rejects_an_untrained_one
     model = ex3.CharModel.from_config(ex3.CharModelConfig.cpu(tok.vocab_size))
     assert fails(ex3.check_char_model_trained(model, val_ids, 64), "not below the bigram entropy")
     with ex.single_thread():
-        ex3.train_char_model(model, train_ids, val_ids, batch_size=32, lr=3e-3, min_lr=3e-4, warmup_steps=20,
-                             max_steps=300, eval_batches=2, log=None)
+        ex3.train_char_model(model, train_ids, val_ids, batch_size=32, lr=3e-3, min_lr=3e-4,
+                             warmup_steps=20, max_steps=300, eval_batches=2, log=None)
     assert ex3.check_char_model_trained(model, val_ids, 64).passed
 
 
@@ -430,9 +443,10 @@ def test_char_model_time_budget_schedule_and_batches():
     assert x.shape == y.shape == (4, 16) and torch.equal(x[:, 1:], y[:, :-1])
     model = ex3.CharModel(7, block_size=16, d_model=16, n_heads=2, n_layers=1)
     with ex.single_thread():
-        history = ex3.train_char_model(model, data, data, batch_size=4, time_budget_s=0.5, warmup_steps=2,
-                                       eval_batches=1, log=None)
-    assert history[-1]["train_s"] >= 0.5 and history[-1]["lr"] < 0.3 * 1e-3     # the cosine has decayed
+        history = ex3.train_char_model(model, data, data, batch_size=4, time_budget_s=0.5,
+                                       warmup_steps=2, eval_batches=1, log=None)
+    # the cosine has decayed
+    assert history[-1]["train_s"] >= 0.5 and history[-1]["lr"] < 0.3 * 1e-3
     with pytest.raises(ValueError, match="exactly one"):
         ex3.train_char_model(model, data, data, batch_size=4, max_steps=2, time_budget_s=1.0)
     with pytest.raises(ValueError, match="block_size"):
@@ -508,21 +522,23 @@ def test_rope_accepts_solution(ex5):
 @pytest.mark.parametrize("wrong, words", [
     (lambda x, offset=0: ex5m._rope_reference(x, offset, layout="halves"), ["GPT-NeoX"]),
     (lambda x, offset=0: ex5m._rope_reference(x, 0, sign=-1.0), ["offset"]),
-    (lambda x, offset=0: ex5m._rope_reference(x, offset) if offset in (0, 5) else x, ["shift by the same amount"]),
+    (lambda x, offset=0: ex5m._rope_reference(x, offset) if offset in (0, 5) else x,
+     ["shift by the same amount"]),
     (lambda x, offset=0: ex5m._rope_reference(x, 0), ["offset"]),
     (lambda x, offset=0: ex5m._rope_reference(x, offset + 1), ["counted from 1"]),
     (lambda x, offset=0: ex5m._rope_reference(x, offset, step=1), ["10000^(-i/d)"]),
     (lambda x, offset=0: ex5m._rope_reference(x, offset, base=500.0), ["differs"]),
     (lambda x, offset=0: x, ["unchanged"]),
     (lambda x, offset=0: 1.5 * ex5m._rope_reference(x, offset), ["lengths change"]),
-], ids=["halves", "other-way-no-offset", "not-relative", "no-offset", "from-one", "frequencies", "wrong-base", "identity", "scaled"])
+], ids=["halves", "other-way-no-offset", "not-relative", "no-offset", "from-one", "frequencies",
+        "wrong-base", "identity", "scaled"])
 def test_rope_rejects_wrong_answers(wrong, words):
     assert fails(ex5m.check_rope(wrong), *words)
 
 
 def test_rope_accepts_either_rotation_direction():
-    """R_m = [[cos, −sin], [sin, cos]] (exercise 5) and chapter 6's R(θ) = [[cos, sin], [−sin, cos]] turn the
-    other way; with either, q_m·k_n depends only on n − m, so both are RoPE."""
+    """R_m = [[cos, −sin], [sin, cos]] (exercise 5) and chapter 6's R(θ) = [[cos, sin], [−sin, cos]]
+    turn the other way; with either, q_m·k_n depends only on n − m, so both are RoPE."""
     result = ex5m.check_rope(lambda x, offset=0: ex5m._rope_reference(x, offset, sign=-1.0))
     assert result.passed and "other way" in result.message and "n − m" in result.message
 
@@ -531,7 +547,8 @@ def test_rotary_attention_accepts_either_rotation_direction(ex5):
     from transformer_lib.multi_head_attention import MultiHeadAttention
 
     class OtherWay(MultiHeadAttention):
-        def forward(self, query, key, value, mask=None, cache=None, static_kv=False, is_causal=False):
+        def forward(self, query, key, value, mask=None, cache=None, static_kv=False,
+                    is_causal=False):
             if is_causal:
                 mask = ex5m.make_causal_mask(query.shape[1])
             return ex5m._rotary_reference(self, query, mask, sign=-1.0)
@@ -548,9 +565,11 @@ def _norm_only(rope_fn):
     return bool(torch.allclose(rope_fn(x).norm(dim=-1), x.norm(dim=-1)))
 
 
-def _same_position_only(rope_fn):      # compares only m == n with the unrotated score: the m^2 rotation passes
+def _same_position_only(rope_fn):      # compares only m == n with the unrotated score: the m^2
+                                       # rotation passes
     q, k = torch.randn(2, 1, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    return all(bool(torch.allclose(rope_fn(q, offset=m) @ rope_fn(k, offset=m).T, q @ k.T)) for m in range(5))
+    return all(bool(torch.allclose(rope_fn(q, offset=m) @ rope_fn(k, offset=m).T, q @ k.T))
+               for m in range(5))
 
 
 @pytest.mark.parametrize("wrong, words", [
@@ -570,7 +589,8 @@ def test_rotary_attention_accepts_solution(ex5):
 
 def _rotary(use_mask=True, **kwargs):
     class Wrong(MultiHeadAttention):
-        def forward(self, query, key, value, mask=None, cache=None, static_kv=False, is_causal=False):
+        def forward(self, query, key, value, mask=None, cache=None, static_kv=False,
+                    is_causal=False):
             if is_causal:
                 mask = make_causal_mask(query.shape[1])
             return ex5m._rotary_reference(self, query, mask if use_mask else None, **kwargs)
@@ -582,19 +602,21 @@ def _rotary_from_solution(ex5, signature_without_is_causal=False):
     class Wrong(ex5["RotaryMultiHeadAttention"]):
         def forward(self, query, key, value, mask=None, cache=None, static_kv=False, **kwargs):
             if signature_without_is_causal and kwargs:
-                raise TypeError(f"forward() got an unexpected keyword argument {next(iter(kwargs))!r}")
+                raise TypeError("forward() got an unexpected keyword argument "
+                                f"{next(iter(kwargs))!r}")
             return super().forward(query, key, value, mask)
     return Wrong
 
 
-def _rotary_unscaled(ex5):               # written out by hand, as a reader would, without the 1/sqrt(d_k)
+def _rotary_unscaled(ex5):         # written out by hand, as a reader would, without the 1/sqrt(d_k)
     rope = ex5["rope"]
 
     class Wrong(MultiHeadAttention):
         def forward(self, query, key, value, mask=None, cache=None, static_kv=False):
             B, L, d = query.shape
-            q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))   # (B, h, L, d_k)
-            scores = rope(q) @ rope(k).transpose(-2, -1)                                     # (B, h, L, L)
+            # (B, h, L, d_k)
+            q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))
+            scores = rope(q) @ rope(k).transpose(-2, -1)                              # (B, h, L, L)
             weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
             return self.out_proj((weights @ v).transpose(1, 2).reshape(B, L, d))
     return Wrong
@@ -610,11 +632,12 @@ def _rotary_unscaled(ex5):               # written out by hand, as a reader woul
     (_rotary(scale="d_model"), ["√d_model instead of √d_k"]),
     (_rotary(use_mask=False), ["mask is ignored"]),
     (MultiHeadAttention, ["nothing is rotated"]),
-], ids=["keys-unrotated", "over-d-model", "values-rotated", "unscaled", "ignores-is-causal", "no-is-causal",
-        "scaled-by-d-model", "mask-ignored", "plain"])
+], ids=["keys-unrotated", "over-d-model", "values-rotated", "unscaled", "ignores-is-causal",
+        "no-is-causal", "scaled-by-d-model", "mask-ignored", "plain"])
 def test_rotary_attention_rejects_wrong_answers(ex5, wrong, words):
-    built_from_solution = {"unscaled": _rotary_unscaled, "ignores_is_causal": _rotary_from_solution,
-                           "no_is_causal": lambda ex5: _rotary_from_solution(ex5, signature_without_is_causal=True)}
+    built_from_solution = {
+        "unscaled": _rotary_unscaled, "ignores_is_causal": _rotary_from_solution,
+        "no_is_causal": lambda ex5: _rotary_from_solution(ex5, signature_without_is_causal=True)}
     wrong = built_from_solution[wrong](ex5) if isinstance(wrong, str) else wrong
     assert fails(ex5m.check_rotary_attention(wrong), *words)
 
@@ -635,7 +658,8 @@ def test_rotary_attention_scores_depend_only_on_offset(ex5):
     plain = MultiHeadAttention(16, 2).double().eval()
     plain.need_weights = True
     plain(x, x, x)
-    assert torch.allclose(plain.attn_weights, torch.full_like(plain.attn_weights, 1 / 6))   # no positions: uniform
+    # no positions: uniform
+    assert torch.allclose(plain.attn_weights, torch.full_like(plain.attn_weights, 1 / 6))
 
 
 # --- the unsolved notebooks fail their checks -----------------------------------------------------
@@ -676,9 +700,13 @@ def test_checkers_do_not_change_global_state(ex1):
 def test_committed_cpu_char_record_matches_the_cpu_configuration():
     """results/char-shakespeare-cpu-10min.json (the exercise 3 solution points to it) is a run of
     CharModelConfig.cpu as it is now, with a loss history that ends at the quoted loss."""
-    rec = json.loads((Path(__file__).resolve().parents[1] / "results" / "char-shakespeare-cpu-10min.json").read_text())
+    rec = json.loads((Path(__file__).resolve().parents[1] / "results"
+                      / "char-shakespeare-cpu-10min.json").read_text())
     torch.manual_seed(0)
-    assert rec["parameters"] == sum(p.numel() for p in ex3.CharModel.from_config(ex3.CharModelConfig.cpu(65)).parameters())
+    assert (rec["parameters"]
+            == sum(p.numel()
+                   for p in ex3.CharModel.from_config(ex3.CharModelConfig.cpu(65)).parameters()))
     assert rec["device"] == "cpu" and rec["budget_s"] == 600 and rec["compile"] is False
     assert rec["history"][-1]["val_loss"] == rec["final_val_loss"] == 1.5674
-    assert [round(h["val_loss"], 3) for h in rec["history"] if round(h["train_s"]) in (100, 300)] == [1.737, 1.648]
+    assert [round(h["val_loss"], 3) for h in rec["history"]
+            if round(h["train_s"]) in (100, 300)] == [1.737, 1.648]

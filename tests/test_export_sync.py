@@ -1,4 +1,5 @@
-"""transformer_lib/ must equal a fresh `nbdev-export` of notebooks/ (the notebooks are the source)."""
+"""transformer_lib/ must equal a fresh `nbdev-export` of notebooks/ (the notebooks are the
+source)."""
 import json
 import shutil
 
@@ -7,7 +8,8 @@ from export_check import ROOT, drift, export_into
 
 def test_package_matches_notebook_export(tmp_path):
     problems = drift(ROOT / "transformer_lib", export_into(tmp_path))
-    assert not problems, "transformer_lib/ is out of sync with the notebooks:\n" + "\n".join(problems)
+    assert not problems, ("transformer_lib/ is out of sync with the notebooks:\n"
+                          + "\n".join(problems))
 
 
 def test_check_catches_a_notebook_edited_without_reexport(tmp_path):
@@ -25,13 +27,15 @@ def test_check_catches_a_notebook_edited_without_reexport(tmp_path):
     nb = json.loads(nb_path.read_text())
     cell = next(c for c in nb["cells"] if c["cell_type"] == "code"
                 and "".join(c["source"]).startswith("#| export\ndef basic_self_attention"))
-    cell["source"] = "".join(cell["source"]).replace("each row of the weights", "every row of the weights")
+    cell["source"] = "".join(cell["source"]).replace("each row of the weights",
+                                                     "every row of the weights")
     nb_path.write_text(json.dumps(nb, indent=1))
 
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     problems = drift(edited / "transformer_lib", export_into(fresh, root=edited))
-    assert problems == ["self_attention.py: differs from what the notebooks export (run nbdev-export)"]
+    assert (problems
+            == ["self_attention.py: differs from what the notebooks export (run nbdev-export)"])
 
 
 def test_check_catches_a_stale_module(tmp_path):

@@ -19,7 +19,8 @@ def test_matches_formula_loop_and_conv1d(b, n, d, d_ff, seed):
     y = ffn(x)
     w1, b1, w2, b2 = ffn.w_1.weight.T, ffn.w_1.bias, ffn.w_2.weight.T, ffn.w_2.bias
     torch.testing.assert_close(y, torch.clamp(x @ w1 + b1, min=0) @ w2 + b2)       # eq. ffn
-    torch.testing.assert_close(y, torch.stack([ffn(x[:, i]) for i in range(n)], 1))  # same MLP per position
+    # same MLP per position
+    torch.testing.assert_close(y, torch.stack([ffn(x[:, i]) for i in range(n)], 1))
     c1, c2 = nn.Conv1d(d, d_ff, 1).double(), nn.Conv1d(d_ff, d, 1).double()
     with torch.no_grad():
         c1.weight.copy_(ffn.w_1.weight[..., None])
@@ -70,12 +71,12 @@ def test_ffn_flops():
 
 @pytest.mark.parametrize("L", [3, 11])
 def test_attention_flops(L):
-    """Self-attention: 8 d^2 per token for the four projections plus 4 L d for q K^T and weights @ V;
-    with the FFN's 16 d^2 (d_ff = 4d) this puts the crossover of eq. ffn-flops at L = 4d."""
+    """Self-attention: 8 d^2 per token for the four projections plus 4 L d for q K^T and weights @
+    V; with the FFN's 16 d^2 (d_ff = 4d) this puts the crossover of eq. ffn-flops at L = 4d."""
     from transformer_lib.multi_head_attention import MultiHeadAttention
     d, B = 32, 2
     mha = MultiHeadAttention(d, 4)
-    mha.need_weights = True                     # explicit path: every product is a matmul the counter sees
+    mha.need_weights = True              # explicit path: every product is a matmul the counter sees
     x = torch.randn(B, L, d)
     with FlopCounterMode(display=False) as counter:
         mha(x, x, x)
@@ -84,7 +85,7 @@ def test_attention_flops(L):
     with FlopCounterMode(display=False) as counter:
         ffn(torch.randn(1, 4 * d, d))
     per_token_ffn = counter.get_total_flops() // (4 * d)
-    assert 4 * (4 * d) * d == per_token_ffn     # at L = 4d the scores cost exactly what the FFN does
+    assert 4 * (4 * d) * d == per_token_ffn    # at L = 4d the scores cost exactly what the FFN does
 
 
 def test_dropout_acts_on_hidden_layer_only_in_training():
@@ -98,10 +99,12 @@ def test_dropout_acts_on_hidden_layer_only_in_training():
 
 
 def test_wrong_feature_size_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., L, d_model=8\), got \(2, 5, 6\)"):
+    with pytest.raises(ValueError,
+                       match=r"x must have shape \(\.\.\., L, d_model=8\), got \(2, 5, 6\)"):
         PositionwiseFeedForward(8, 32)(torch.randn(2, 5, 6))
 
 
 def test_float64_input_to_a_float32_module_names_the_argument():
-    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters "
+                                        r"are torch.float32"):
         PositionwiseFeedForward(8, 32)(torch.randn(2, 5, 8, dtype=torch.float64))

@@ -25,7 +25,8 @@ def test_layer_norm_matches_pytorch(shape, seed, eps):
         ref.bias.copy_(torch.randn(d, generator=g))
         ours.load_state_dict(ref.state_dict())
     expected = ref(x)
-    torch.testing.assert_close(layer_norm(x, ref.weight, ref.bias, eps), expected, atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(layer_norm(x, ref.weight, ref.bias, eps), expected, atol=1e-12,
+                               rtol=1e-10)
     torch.testing.assert_close(ours(x), expected, atol=1e-12, rtol=1e-10)
 
 
@@ -37,7 +38,8 @@ def test_normalised_statistics_and_invariance():
     torch.manual_seed(0)
     x = torch.randn(5, 9, 32, dtype=torch.float64) * 10 - 3
     y = layer_norm(x, eps=0.0)
-    torch.testing.assert_close(y.mean(-1), torch.zeros(5, 9, dtype=torch.float64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(y.mean(-1), torch.zeros(5, 9, dtype=torch.float64), atol=1e-12,
+                               rtol=0)
     torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(5, 9, dtype=torch.float64))
     torch.testing.assert_close(layer_norm(3.7 * x - 11.0, eps=0.0), y)
     # Tokens are normalised independently: changing one token changes no other row.
@@ -47,15 +49,19 @@ def test_normalised_statistics_and_invariance():
 
 
 def test_notes_gamma_only_form():
-    """The notes' gamma (h - mu) / sigma is LayerNorm with beta = 0 (and eps = 0); its output mean is 0."""
+    """The notes' gamma (h - mu) / sigma is LayerNorm with beta = 0 (and eps = 0); its output mean
+    is 0."""
     torch.manual_seed(1)
     x = torch.randn(3, 4, 10, dtype=torch.float64)
     gamma = torch.randn(10, dtype=torch.float64)
     mu, sigma = x.mean(-1, keepdim=True), x.std(-1, unbiased=False, keepdim=True)
     torch.testing.assert_close(layer_norm(x, gamma, None, eps=0.0), gamma * (x - mu) / sigma)
-    scalar = layer_norm(x, torch.tensor(2.5, dtype=torch.float64), None, eps=0.0)  # one number gamma: mean exactly 0
-    torch.testing.assert_close(scalar.mean(-1), torch.zeros(3, 4, dtype=torch.float64), atol=1e-12, rtol=0)
-    # A per-feature gamma does not force the mean to 0, but without beta there is no offset: odd in x - mu.
+    # one number gamma: mean exactly 0
+    scalar = layer_norm(x, torch.tensor(2.5, dtype=torch.float64), None, eps=0.0)
+    torch.testing.assert_close(scalar.mean(-1), torch.zeros(3, 4, dtype=torch.float64), atol=1e-12,
+                               rtol=0)
+    # A per-feature gamma does not force the mean to 0, but without beta there is no offset: odd in
+    # x - mu.
     assert layer_norm(x, gamma, None).mean(-1).abs().max() > 1e-3
     torch.testing.assert_close(layer_norm(-x, gamma, None), -layer_norm(x, gamma, None))
     beta = torch.randn(10, dtype=torch.float64)
@@ -123,7 +129,8 @@ def test_residual_jacobian_contains_identity():
 
 
 def test_float64_input_to_a_float32_layer_norm_names_the_argument():
-    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters are torch.float32"):
+    with pytest.raises(TypeError, match=r"x is a torch.float64 tensor but the module's parameters "
+                                        r"are torch.float32"):
         LayerNorm(8)(torch.randn(2, 8, dtype=torch.float64))
 
 

@@ -36,7 +36,8 @@ def test_combined_mask_broadcasts_to_scores():
     tokens = torch.tensor([[5, 6, 0], [7, 0, 0]])
     mask = make_padding_mask(tokens, 0) & make_causal_mask(3)
     assert mask.shape == (2, 1, 3, 3)
-    expected = torch.tensor([[[1, 0, 0], [1, 1, 0], [1, 1, 0]], [[1, 0, 0], [1, 0, 0], [1, 0, 0]]], dtype=torch.bool)
+    expected = torch.tensor([[[1, 0, 0], [1, 1, 0], [1, 1, 0]], [[1, 0, 0], [1, 0, 0], [1, 0, 0]]],
+                            dtype=torch.bool)
     assert torch.equal(mask[:, 0], expected)
 
 
@@ -51,14 +52,15 @@ def test_causal_outputs_ignore_the_future(L, t, d, seed):
     y, w = scaled_dot_product_attention(x, x, x, make_causal_mask(L))
     y2, _ = scaled_dot_product_attention(x2, x2, x2, make_causal_mask(L))
     assert torch.equal(y[:, : t + 1], y2[:, : t + 1])
-    assert not torch.equal(y[:, t + 1:], y2[:, t + 1:])      # the change did reach the later outputs
+    assert not torch.equal(y[:, t + 1:], y2[:, t + 1:])     # the change did reach the later outputs
     assert torch.all(w.triu(1) == 0)
 
 
 @settings(max_examples=25, deadline=None)
 @given(L_q=st.integers(1, 7), L_k=st.integers(1, 7), seed=st.integers(0, 2**16))
 def test_masked_softmax_is_the_softmax_over_the_allowed_keys(L_q, L_k, seed):
-    """Eq. (masked-softmax): A_ij = M_ij exp(S_ij) / sum_j' M_ij' exp(S_ij') for rows with an allowed key."""
+    """Eq. (masked-softmax): A_ij = M_ij exp(S_ij) / sum_j' M_ij' exp(S_ij') for rows with an
+    allowed key."""
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, n, 3, generator=g, dtype=torch.float64) for n in (L_q, L_k, L_k))
     mask = torch.rand(2, L_q, L_k, generator=g) < 0.6
@@ -79,7 +81,7 @@ def test_padding_keys_get_zero_weight_and_do_not_matter(lengths, seed):
     y, w = scaled_dot_product_attention(x, x, x, mask)
     assert torch.all(w[..., tokens[:, None, None, :].expand_as(w) == 0] == 0)
     x2 = x.clone()
-    x2[(tokens == 0)[:, None, :, None].expand_as(x)] = 7.0                    # change padding keys/values
+    x2[(tokens == 0)[:, None, :, None].expand_as(x)] = 7.0              # change padding keys/values
     y2, _ = scaled_dot_product_attention(x, x2, x2, mask)                   # same queries
     torch.testing.assert_close(y, y2)
 
@@ -88,10 +90,12 @@ def test_left_padding_and_causal_gives_zero_rows():
     mask = make_padding_mask(torch.tensor([[0, 0, 3, 4]]), 0) & make_causal_mask(4)
     x = torch.randn(1, 1, 4, 3, dtype=torch.float64)
     y, w = scaled_dot_product_attention(x, x, x, mask)
-    assert torch.equal(y[0, 0, :2], torch.zeros(2, 3, dtype=torch.float64)) and torch.isfinite(y).all()
+    assert torch.equal(y[0, 0, :2],
+                       torch.zeros(2, 3, dtype=torch.float64)) and torch.isfinite(y).all()
 
 
-@pytest.mark.parametrize("bad", [torch.ones(3), torch.ones(2, 3), torch.ones(2, 3, dtype=torch.bool),
+@pytest.mark.parametrize("bad",
+                         [torch.ones(3), torch.ones(2, 3), torch.ones(2, 3, dtype=torch.bool),
                                  torch.ones(1, 2, 3, dtype=torch.long), [[1, 2]]])
 def test_padding_mask_bad_input(bad):
     with pytest.raises(TypeError, match=r"tokens must be an integer tensor of shape \(B, L\)"):

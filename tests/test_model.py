@@ -1,4 +1,5 @@
-"""Chapter 11: TransformerConfig, Transformer (forward / encode / decode / cache), sizes and bad input."""
+"""Chapter 11: TransformerConfig, Transformer (forward / encode / decode / cache), sizes and bad
+input."""
 import math
 
 import pytest
@@ -11,7 +12,8 @@ from transformer_lib.positional import sinusoidal_encoding
 
 
 def small(**kw):
-    args = dict(src_vocab_size=23, tgt_vocab_size=19, d_model=16, n_heads=2, n_layers=2, d_ff=32, max_len=40)
+    args = dict(src_vocab_size=23, tgt_vocab_size=19, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                max_len=40)
     args.update(kw)
     return TransformerConfig(**args)
 
@@ -27,29 +29,38 @@ def batch(seed=0):
 
 def test_presets_are_the_paper_models():
     base, big = TransformerConfig.base(37000), TransformerConfig.big(37000)
-    assert (base.d_model, base.n_heads, base.n_layers, base.d_ff, base.dropout) == (512, 8, 6, 2048, 0.1)
-    assert (big.d_model, big.n_heads, big.n_layers, big.d_ff, big.dropout) == (1024, 16, 6, 4096, 0.3)
+    assert (base.d_model, base.n_heads, base.n_layers, base.d_ff, base.dropout) == (512, 8, 6, 2048,
+                                                                                    0.1)
+    assert (big.d_model, big.n_heads, big.n_layers, big.d_ff, big.dropout) == (1024, 16, 6, 4096,
+                                                                               0.3)
     for c in (base, big):
-        assert c.share_embeddings and c.tie_output and not c.norm_first and c.src_vocab_size == c.tgt_vocab_size
+        assert (c.share_embeddings and c.tie_output and not c.norm_first and c.src_vocab_size
+                == c.tgt_vocab_size)
     assert TransformerConfig.base(100, norm_first=True).norm_first
 
 
-@pytest.mark.parametrize("kw", [dict(share_embeddings=True, tgt_vocab_size=23), dict(tie_output=False),
-                                dict(positional="learned"), dict(norm_first=True), dict(share_embeddings=False)])
+@pytest.mark.parametrize("kw",
+                         [dict(share_embeddings=True, tgt_vocab_size=23), dict(tie_output=False),
+                                dict(positional="learned"), dict(norm_first=True),
+                          dict(share_embeddings=False)])
 def test_parameter_count_formula(kw):
     cfg = small(**kw)
     assert parameter_count(cfg)["total"] == sum(p.numel() for p in Transformer(cfg).parameters())
 
 
 def test_paper_sizes():
-    """Table 3 at a shared 37 000-token vocabulary: base 63.08M (paper: 65M), big 214.25M (paper: 213M)."""
-    base, big = parameter_count(TransformerConfig.base(37000)), parameter_count(TransformerConfig.big(37000))
+    """Table 3 at a shared 37 000-token vocabulary: base 63.08M (paper: 65M), big 214.25M (paper:
+    213M)."""
+    base, big = (parameter_count(TransformerConfig.base(37000)),
+                 parameter_count(TransformerConfig.big(37000)))
     assert base["total"] == 63_082_496 and big["total"] == 214_245_376
     assert abs(big["total"] - 213e6) / 213e6 < 0.01 and abs(base["total"] - 65e6) / 65e6 < 0.04
     with torch.device("meta"):
         for cfg in (TransformerConfig.base(37000), TransformerConfig.big(37000)):
-            torch_core = sum(p.numel() for p in nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers,
-                                                               cfg.d_ff, batch_first=True).parameters())
+            torch_core = sum(p.numel() for p in nn.Transformer(cfg.d_model, cfg.n_heads,
+                                                               cfg.n_layers, cfg.n_layers,
+                                                               cfg.d_ff,
+                                                               batch_first=True).parameters())
             counts = parameter_count(cfg)
             assert torch_core == counts["encoder"] + counts["decoder"] + 4 * cfg.d_model
             assert sum(p.numel() for p in Transformer(cfg).parameters()) == counts["total"]
@@ -62,25 +73,33 @@ def test_weight_tying():
     m = Transformer(small())
     assert m.src_embed is not m.tgt_embed and m.output_projection.weight is m.tgt_embed.weight
     m = Transformer(small(tie_output=False))
-    assert m.output_projection.weight is not m.tgt_embed.weight and m.output_projection.bias is not None
+    assert (m.output_projection.weight is not m.tgt_embed.weight
+            and m.output_projection.bias is not None)
 
 
 def test_initialisation_is_as_stated():
     torch.manual_seed(0)
-    cfg = TransformerConfig(src_vocab_size=3000, tgt_vocab_size=3000, d_model=64, n_heads=4, n_layers=2, d_ff=256)
+    cfg = TransformerConfig(src_vocab_size=3000, tgt_vocab_size=3000, d_model=64, n_heads=4,
+                            n_layers=2, d_ff=256)
     m = Transformer(cfg)
     assert m.src_embed.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.05)
     w1 = m.encoder.layers[0].feed_forward.w_1.weight
-    assert w1.abs().max() <= math.sqrt(6 / (64 + 256)) and w1.std().item() == pytest.approx(math.sqrt(2 / 320), rel=0.05)
-    for block in m.decoder.layers[1].self_attn.in_proj.weight.chunk(3):     # three d x d Xavier blocks
-        assert block.abs().max() <= math.sqrt(6 / 128) and block.std().item() == pytest.approx(math.sqrt(2 / 128), rel=0.1)
-        assert block.abs().max() > math.sqrt(6 / (4 * 64))                 # not one (3d x d) Xavier matrix
-    untied = Transformer(TransformerConfig(src_vocab_size=3000, tgt_vocab_size=3000, d_model=64, n_heads=4,
-                                           n_layers=1, d_ff=256, tie_output=False, positional="learned"))
+    assert (w1.abs().max() <= math.sqrt(6 / (64 + 256)) and w1.std().item()
+            == pytest.approx(math.sqrt(2 / 320), rel=0.05))
+    for block in m.decoder.layers[1].self_attn.in_proj.weight.chunk(3):  # three d x d Xavier blocks
+        assert (block.abs().max() <= math.sqrt(6 / 128) and block.std().item()
+                == pytest.approx(math.sqrt(2 / 128), rel=0.1))
+        assert block.abs().max() > math.sqrt(6 / (4 * 64))          # not one (3d x d) Xavier matrix
+    untied = Transformer(TransformerConfig(src_vocab_size=3000, tgt_vocab_size=3000, d_model=64,
+                                           n_heads=4,
+                                           n_layers=1, d_ff=256, tie_output=False,
+                                           positional="learned"))
     assert untied.output_projection.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.05)
-    assert untied.tgt_pos.weight.std().item() == pytest.approx(1.0, rel=0.05)     # learned positions: N(0, 1)
+    # learned positions: N(0, 1)
+    assert untied.tgt_pos.weight.std().item() == pytest.approx(1.0, rel=0.05)
     out_proj = m.encoder.layers[1].self_attn.out_proj.weight                       # Xavier, d x d
-    assert out_proj.abs().max() <= math.sqrt(6 / 128) and out_proj.std().item() == pytest.approx(0.125, rel=0.1)
+    assert (out_proj.abs().max() <= math.sqrt(6 / 128) and out_proj.std().item()
+            == pytest.approx(0.125, rel=0.1))
     for name, p in m.named_parameters():
         if name.endswith("bias") and "norm" not in name:
             assert (p == 0).all(), name
@@ -94,20 +113,22 @@ def test_forward_shapes_and_default_masks():
     src, tgt = batch()
     logits = m(src, tgt)
     assert logits.shape == (3, 6, 19) and torch.isfinite(logits).all()
-    # The default tgt mask is causal only (right-padded targets): equal to passing it explicitly everywhere ...
+    # The default tgt mask is causal only (right-padded targets): equal to passing it explicitly
+    # everywhere ...
     torch.testing.assert_close(logits, m(src, tgt, make_padding_mask(src, 0), make_causal_mask(6)))
     # ... and, at the real target positions, equal to the full padding & causal mask.
     full = m(src, tgt, make_padding_mask(src, 0), make_padding_mask(tgt, 0) & make_causal_mask(6))
     real = tgt != 0
     assert not real.all()                                   # the batch has target padding
     torch.testing.assert_close(logits[real], full[real])
-    assert not torch.allclose(logits[~real], full[~real])   # only the (ignored) pad positions differ
+    assert not torch.allclose(logits[~real], full[~real])  # only the (ignored) pad positions differ
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(share_embeddings=True, tgt_vocab_size=23), dict(tie_output=False),
-                                dict(norm_first=True)])
+@pytest.mark.parametrize("kw", [dict(), dict(share_embeddings=True, tgt_vocab_size=23),
+                                dict(tie_output=False), dict(norm_first=True)])
 def test_forward_is_eq_transformer(kw):
-    """eq. transformer written out: sqrt(d) E[tokens] + PE into the encoder and decoder, logits = h W_out^T (+ b_out)."""
+    """eq. transformer written out: sqrt(d) E[tokens] + PE into the encoder and decoder, logits = h
+    W_out^T (+ b_out)."""
     torch.manual_seed(9)
     m = Transformer(small(**kw)).double().eval()
     src, tgt = batch(5)
@@ -136,10 +157,10 @@ def test_padding_in_source_is_invisible():
     m = Transformer(small()).eval()
     src, tgt = batch(2)
     out = m(src, tgt)
-    longer = torch.cat([src, torch.zeros(3, 2, dtype=torch.long)], 1)              # two more pad columns
+    longer = torch.cat([src, torch.zeros(3, 2, dtype=torch.long)], 1)         # two more pad columns
     torch.testing.assert_close(m(longer, tgt), out, atol=1e-5, rtol=1e-5)
     hidden = src.clone()
-    hidden[1, 4:] = 5                                                              # real ids, masked out
+    hidden[1, 4:] = 5                                                         # real ids, masked out
     torch.testing.assert_close(m(hidden, tgt, src_mask=make_padding_mask(src, 0)), out)
 
 
@@ -166,7 +187,8 @@ def test_incremental_decoding_matches_full_pass(norm_first, positional):
     full = m(src, tgt)
     memory = m.encode(src)
     cache = {}
-    steps = [m.decode(tgt[:, :2], memory, src_mask, cache=cache)]  # a prefix of two, then one at a time
+    # a prefix of two, then one at a time
+    steps = [m.decode(tgt[:, :2], memory, src_mask, cache=cache)]
     steps += [m.decode(tgt[:, t:t + 1], memory, src_mask, cache=cache) for t in range(2, 6)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-10, rtol=1e-8)
     assert cache["offset"] == 6
@@ -179,14 +201,17 @@ def test_embedding_scale_and_positions():
     y0 = m._embed(tgt, m.tgt_embed, m.tgt_pos)
     torch.testing.assert_close(y0, m.tgt_embed.weight[tgt] * 4.0 + sinusoidal_encoding(3, 16))
     y_off = m._embed(tgt, m.tgt_embed, m.tgt_pos, offset=5)
-    torch.testing.assert_close(y_off, m.tgt_embed.weight[tgt] * 4.0 + sinusoidal_encoding(8, 16)[5:])
+    torch.testing.assert_close(y_off, m.tgt_embed.weight[tgt] * 4.0
+                               + sinusoidal_encoding(8, 16)[5:])
 
 
 def test_dropout_is_where_the_paper_puts_it():
     m = Transformer(small(dropout=0.2))
     assert m.src_pos.dropout.p == m.tgt_pos.dropout.p == 0.2
-    assert m.encoder.layers[0].residual_ffn.dropout.p == 0.2 and m.decoder.layers[1].residual_cross.dropout.p == 0.2
-    assert m.encoder.layers[0].self_attn.dropout == 0.0 and m.decoder.layers[0].feed_forward.dropout.p == 0.0
+    assert (m.encoder.layers[0].residual_ffn.dropout.p == 0.2
+            and m.decoder.layers[1].residual_cross.dropout.p == 0.2)
+    assert (m.encoder.layers[0].self_attn.dropout == 0.0
+            and m.decoder.layers[0].feed_forward.dropout.p == 0.0)
     src, tgt = batch()
     m.train()
     assert not torch.allclose(m(src, tgt), m(src, tgt))
@@ -217,34 +242,41 @@ def test_token_ids_outside_the_vocabulary_are_a_clear_error():
     src, tgt = batch()
     bad_src = src.clone()
     bad_src[0, 0] = 23
-    with pytest.raises(ValueError, match=r"src contains token id 23 outside the vocabulary: ids must be in \[0, 23\)"):
+    with pytest.raises(ValueError, match=r"src contains token id 23 outside the vocabulary: ids "
+                                         r"must be in \[0, 23\)"):
         m(bad_src, tgt)
     bad_tgt = tgt.clone()
     bad_tgt[2, 1] = -1
-    with pytest.raises(ValueError, match=r"tgt contains token id -1 outside the vocabulary.*vocab size 19"):
+    with pytest.raises(ValueError,
+                       match=r"tgt contains token id -1 outside the vocabulary.*vocab size 19"):
         m(src, bad_tgt)
-    with pytest.raises(ValueError, match=r"src must be an integer tensor of token ids of shape \(B, L\)"):
+    with pytest.raises(ValueError,
+                       match=r"src must be an integer tensor of token ids of shape \(B, L\)"):
         m.encode(src.float())
-    m.check_inputs = False                    # a trainer that checked its data once skips the per-call sync
-    with pytest.raises(IndexError):           # ... and then an id out of range is only PyTorch's error
+    m.check_inputs = False            # a trainer that checked its data once skips the per-call sync
+    with pytest.raises(IndexError):        # ... and then an id out of range is only PyTorch's error
         m(bad_src, tgt)
-    with pytest.raises(ValueError, match=r"tgt must be an integer tensor of token ids of shape \(B, L\)"):
+    with pytest.raises(ValueError,
+                       match=r"tgt must be an integer tensor of token ids of shape \(B, L\)"):
         m.decode(tgt[0], m.encode(src))
 
 
 def test_sequences_longer_than_the_positional_table_are_a_clear_error():
     m = Transformer(small(max_len=8))
-    with pytest.raises(ValueError, match=r"src needs positions 0\.\.8, but the positional table holds max_len=8"):
+    with pytest.raises(ValueError, match=r"src needs positions 0\.\.8, but the positional table "
+                                         r"holds max_len=8"):
         m.encode(torch.ones(1, 9, dtype=torch.long))
     memory = m.encode(torch.ones(1, 4, dtype=torch.long))
     cache = {}
     m.decode(torch.ones(1, 8, dtype=torch.long), memory, cache=cache)
-    with pytest.raises(ValueError, match=r"tgt needs positions 8\.\.8, but the positional table holds max_len=8"):
+    with pytest.raises(ValueError, match=r"tgt needs positions 8\.\.8, but the positional table "
+                                         r"holds max_len=8"):
         m.decode(torch.ones(1, 1, dtype=torch.long), memory, cache=cache)
 
 
 @pytest.mark.parametrize("kw,msg", [(dict(d_model=15), "d_model must be divisible by n_heads"),
-                                    (dict(share_embeddings=True), "share_embeddings needs one vocabulary"),
+                                    (dict(share_embeddings=True),
+                                     "share_embeddings needs one vocabulary"),
                                     (dict(positional="rotary"), "positional must be"),
                                     (dict(n_layers=0), "n_layers must be a positive int"),
                                     (dict(pad_id=50), "pad_id must be a token id")])
@@ -257,20 +289,24 @@ def test_bad_config_is_a_clear_error(kw, msg):
 def test_small_integer_token_ids_name_the_argument(dtype):
     m = Transformer(small())
     src, tgt = batch()
-    with pytest.raises(ValueError, match=rf"src must be an integer tensor of token ids of shape \(B, L\) and dtype "
+    with pytest.raises(ValueError, match=r"src must be an integer tensor of token ids of shape "
+                                         r"\(B, L\) and dtype "
                                          rf"torch.int64 or torch.int32 .*got a {dtype} tensor"):
         m(src.to(dtype), tgt)
-    with pytest.raises(ValueError, match=rf"tgt must be .* dtype torch.int64 or torch.int32 .*got a {dtype} tensor"):
+    with pytest.raises(ValueError, match=r"tgt must be .* dtype torch.int64 or torch.int32 .*got "
+                                         rf"a {dtype} tensor"):
         m(src, tgt.to(dtype))
-    assert m(src.int(), tgt.int()).shape == (3, 6, 19)                   # int32 is fine (nn.Embedding takes it)
+    assert m(src.int(), tgt.int()).shape == (3, 6, 19)       # int32 is fine (nn.Embedding takes it)
 
 
 def test_source_and_target_batch_sizes_must_agree():
     m = Transformer(small())
     src, tgt = batch()
-    with pytest.raises(ValueError, match=r"tgt must have the batch size of src, B = 3, got shape \(2, 6\)"):
+    with pytest.raises(ValueError,
+                       match=r"tgt must have the batch size of src, B = 3, got shape \(2, 6\)"):
         m(src, tgt[:2])
-    with pytest.raises(ValueError, match=r"memory must have the batch size of tgt, B = 2, got shape \(3, 7, 16\)"):
+    with pytest.raises(ValueError, match=r"memory must have the batch size of tgt, B = 2, got "
+                                         r"shape \(3, 7, 16\)"):
         m.decode(tgt[:2], m.encode(src))
 
 

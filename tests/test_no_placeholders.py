@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PHRASES = ("not measured", "to be measured", "left open", "no GPU was available", "will be measured",
-           "has not been measured", "not been measured")
+PHRASES = ("not measured", "to be measured", "left open", "no GPU was available",
+           "will be measured", "has not been measured", "not been measured")
 PATTERN = re.compile("|".join(re.escape(p).replace(r"\ ", r"\s+") for p in PHRASES), re.IGNORECASE)
 EXCLUDED: set[str] = set()
-PAGES = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts) \
+PAGES = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb")
+               if ".ipynb_checkpoints" not in p.parts) \
     + sorted((ROOT / "book").glob("*.md"))
 
 
@@ -26,12 +27,15 @@ def page_text(path: Path) -> str:
 
 def placeholders(text: str) -> list[str]:
     """The placeholder phrases in `text`, each with a little context."""
-    return [text[max(0, m.start() - 40):m.end() + 40].replace("\n", " ") for m in PATTERN.finditer(text)]
+    return [text[max(0, m.start() - 40):m.end() + 40].replace("\n", " ")
+            for m in PATTERN.finditer(text)]
 
 
 def test_the_check_finds_placeholders_across_line_breaks():
-    assert placeholders("| GPU | *to be measured* |") and placeholders("it has not\nbeen measured yet")
-    assert placeholders("No GPU was available to this project") and placeholders("the rest is left open")
+    assert (placeholders("| GPU | *to be measured* |")
+            and placeholders("it has not\nbeen measured yet"))
+    assert (placeholders("No GPU was available to this project")
+            and placeholders("the rest is left open"))
     assert not placeholders("measured on the device the notebook runs on")
 
 

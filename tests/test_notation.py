@@ -48,7 +48,8 @@ def test_self_attention_columns_equal_rows(D, N, seed):
     torch.testing.assert_close(H_out, Y.T)
 
 
-# --- the notation page's "in the code" column ------------------------------------------------------
+# --- the notation page's "in the code" column
+# ------------------------------------------------------
 
 def _defaults(fn):
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()}
@@ -70,7 +71,7 @@ def test_size_names_and_base_values():
     c = TransformerConfig.base(37000)
     assert (c.d_model, c.n_heads, c.n_layers, c.d_ff, c.dropout) == (512, 8, 6, 2048, 0.1)
     assert c.src_vocab_size == c.tgt_vocab_size == 37000
-    assert c.attn_dropout == 0.0 and c.ffn_dropout == 0.0          # not in the paper, off by default
+    assert c.attn_dropout == 0.0 and c.ffn_dropout == 0.0         # not in the paper, off by default
 
 
 def test_multi_head_shapes_and_kv_cache():
@@ -127,7 +128,8 @@ def test_positional_symbols():
     omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     torch.testing.assert_close(PE[pos, 0::2], torch.sin(omega * pos))
     torch.testing.assert_close(PE[pos, 1::2], torch.cos(omega * pos))
-    torch.testing.assert_close(pe_shift_matrix(k, d) @ PE[pos], PE[pos + k])   # PE_{pos+k} = R_k PE_pos
+    # PE_{pos+k} = R_k PE_pos
+    torch.testing.assert_close(pe_shift_matrix(k, d) @ PE[pos], PE[pos + k])
 
 
 # --- cross-references on the book's own pages -----------------------------------------------------
@@ -145,7 +147,8 @@ def _sources():
     notebooks = {}
     for p in (ROOT / "notebooks").rglob("*.ipynb"):
         cells = json.loads(p.read_text(encoding="utf-8"))["cells"]
-        notebooks[p] = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        notebooks[p] = "\n".join("".join(c["source"]) for c in cells if c["cell_type"]
+                                 == "markdown")
     return pages, notebooks
 
 

@@ -1,4 +1,5 @@
-"""Chapter 14: Adam settings, the warm-up schedule, label smoothing, checkpoints and their average."""
+"""Chapter 14: Adam settings, the warm-up schedule, label smoothing, checkpoints and their
+average."""
 import io
 import pickle
 from pathlib import Path
@@ -24,7 +25,8 @@ from transformer_lib.optimization import (
 )
 
 
-# --- Adam ------------------------------------------------------------------------------------------
+# --- Adam
+# ------------------------------------------------------------------------------------------
 def test_paper_adam_constants_and_update_rule():
     g = torch.Generator().manual_seed(0)
     theta = torch.randn(6, dtype=torch.float64, generator=g).requires_grad_()
@@ -43,7 +45,8 @@ def test_paper_adam_constants_and_update_rule():
     torch.testing.assert_close(theta.detach(), mine, atol=1e-12, rtol=0)
 
 
-# --- schedule --------------------------------------------------------------------------------------
+# --- schedule
+# --------------------------------------------------------------------------------------
 @settings(max_examples=25, deadline=None)
 @given(d_model=st.integers(1, 2048), warmup=st.integers(1, 5000), step=st.integers(1, 100_000))
 def test_warmup_lr_equals_formula(d_model, warmup, step):
@@ -61,7 +64,8 @@ def test_peak_is_at_warmup(d_model, warmup):
 
 @pytest.mark.parametrize("d_model,warmup,peak", [(512, 400, 1e-3), (256, 50, 3e-3)])
 def test_factor_sets_the_peak_and_keeps_the_shape(d_model, warmup, peak):
-    """The chapter's recipe factor = peak · (d_model · warmup)^0.5 moves the peak, not its step or the shape."""
+    """The chapter's recipe factor = peak · (d_model · warmup)^0.5 moves the peak, not its step or
+    the shape."""
     factor = peak * (d_model * warmup) ** 0.5
     rates = [warmup_lr(s, d_model, warmup, factor=factor) for s in range(1, 3 * warmup)]
     assert rates.index(max(rates)) + 1 == warmup
@@ -75,7 +79,8 @@ def test_scheduler_follows_formula_and_survives_state_dict(d_model, warmup, base
     opt = paper_adam(nn.Linear(2, 2).parameters(), lr=base_lr)
     sched = WarmupSchedule(opt, d_model, warmup)
     for step in range(1, 4 * warmup):
-        assert opt.param_groups[0]["lr"] == pytest.approx(base_lr * warmup_lr(step, d_model, warmup), rel=1e-12)
+        assert (opt.param_groups[0]["lr"]
+                == pytest.approx(base_lr * warmup_lr(step, d_model, warmup), rel=1e-12))
         opt.step()
         sched.step()
     state = sched.state_dict()
@@ -91,10 +96,12 @@ def test_warmup_lr_rejects_bad_arguments(step, d_model, warmup):
         warmup_lr(step, d_model, warmup)
 
 
-# --- label smoothing -------------------------------------------------------------------------------
+# --- label smoothing
+# -------------------------------------------------------------------------------
 @settings(max_examples=25, deadline=None)
 @given(b=st.integers(1, 4), length=st.integers(1, 9), vocab=st.integers(2, 30),
-       eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]), pad_frac=st.floats(0, 0.9), seed=st.integers(0, 2**16))
+       eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]), pad_frac=st.floats(0, 0.9),
+       seed=st.integers(0, 2**16))
 def test_label_smoothing_equals_pytorch(b, length, vocab, eps, pad_frac, seed):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(b, length, vocab, dtype=torch.float64, generator=g) * 4
@@ -105,14 +112,16 @@ def test_label_smoothing_equals_pytorch(b, length, vocab, eps, pad_frac, seed):
     ref = F.cross_entropy(logits.transpose(1, 2), target, label_smoothing=eps, ignore_index=0)
     torch.testing.assert_close(ours, ref, atol=1e-12, rtol=1e-10)
     total = LabelSmoothingLoss(vocab, smoothing=eps, pad_id=0, reduction="sum")(logits, target)
-    ref_sum = F.cross_entropy(logits.transpose(1, 2), target, label_smoothing=eps, ignore_index=0, reduction="sum")
+    ref_sum = F.cross_entropy(logits.transpose(1, 2), target, label_smoothing=eps, ignore_index=0,
+                              reduction="sum")
     torch.testing.assert_close(total, ref_sum, atol=1e-10, rtol=1e-10)
 
 
 def test_label_smoothing_equals_cross_entropy_against_smoothed_distribution():
     """-sum_k q_k log p_k with q = (1-eps) onehot + eps/V, written out."""
     vocab, eps = 7, 0.2
-    logits = torch.randn(2, 3, vocab, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    logits = torch.randn(2, 3, vocab, dtype=torch.float64,
+                         generator=torch.Generator().manual_seed(0))
     target = torch.tensor([[1, 2, 0], [6, 0, 0]])
     q = torch.full((2, 3, vocab), eps / vocab, dtype=torch.float64)
     q.scatter_add_(-1, target[..., None], torch.full((2, 3, 1), 1 - eps, dtype=torch.float64))
@@ -131,7 +140,8 @@ def test_label_smoothing_is_finite_for_certain_model_and_all_padding():
     all_pad = LabelSmoothingLoss(5, 0.1)(logits, torch.zeros(2, 3, dtype=torch.long))
     assert all_pad.item() == 0.0
     assert torch.isnan(F.cross_entropy(logits.transpose(1, 2), torch.zeros(2, 3, dtype=torch.long),
-                                       ignore_index=0, label_smoothing=0.1))   # PyTorch's NaN we avoid
+                                       # PyTorch's NaN we avoid
+                                       ignore_index=0, label_smoothing=0.1))
 
 
 def test_label_smoothing_bf16_logits_and_gradient():
@@ -163,10 +173,13 @@ def test_label_smoothing_minimum_is_smoothed_target():
 
 @pytest.mark.parametrize("logits,target,match", [
     (torch.randn(2, 3, 4), torch.zeros(2, 3, dtype=torch.long), r"logits must be .* V=5"),
-    (torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long), r"target must be a long tensor of shape \(2, 3\)"),
+    (torch.randn(2, 3, 5), torch.zeros(2, 4, dtype=torch.long),
+     r"target must be a long tensor of shape \(2, 3\)"),
     (torch.randn(2, 3, 5), torch.zeros(2, 3), r"target must be a long tensor"),
-    (torch.randn(2, 3, 5), torch.tensor([[1, 2, 5], [0, 0, 0]]), r"target contains token id 5 .* \[0, 5\)"),
-    (torch.randn(2, 3, 5), torch.tensor([[1, 2, -100], [0, 0, 0]]), r"target contains token id -100 .* pad_id=0"),
+    (torch.randn(2, 3, 5), torch.tensor([[1, 2, 5], [0, 0, 0]]),
+     r"target contains token id 5 .* \[0, 5\)"),
+    (torch.randn(2, 3, 5), torch.tensor([[1, 2, -100], [0, 0, 0]]),
+     r"target contains token id -100 .* pad_id=0"),
 ])
 def test_label_smoothing_bad_input(logits, target, match):
     with pytest.raises(ValueError, match=match):
@@ -180,7 +193,8 @@ def test_label_smoothing_range_check_can_be_switched_off(monkeypatch):
     assert torch.isfinite(crit(torch.randn(2, 3, 5), torch.tensor([[1, 2, 4], [0, 0, 0]])))
 
 
-# --- checkpoints -----------------------------------------------------------------------------------
+# --- checkpoints
+# -----------------------------------------------------------------------------------
 def _trained(seed=0, steps=3):
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))
@@ -328,15 +342,18 @@ from transformer_lib.optimization import BudgetSchedule, budget_lr  # noqa: E402
 def test_budget_lr_warms_up_holds_and_decays_to_zero():
     assert budget_lr(1, 0.0, warmup_steps=4) == 0.25
     assert budget_lr(4, 0.1, warmup_steps=4) == 1.0
-    assert budget_lr(100, 0.6, warmup_steps=4, decay_start=0.6) == 1.0          # last point of the hold
+    assert budget_lr(100, 0.6, warmup_steps=4, decay_start=0.6) == 1.0      # last point of the hold
     assert abs(budget_lr(100, 0.8, warmup_steps=4, decay_start=0.6) - 0.5) < 1e-12
     assert budget_lr(100, 1.0, warmup_steps=4, decay_start=0.6) == 0.0
-    assert budget_lr(2, 0.8, warmup_steps=4, decay_start=0.6) == pytest.approx(0.25, abs=1e-15)  # both at once
-    assert budget_lr(7, 0.99, warmup_steps=4, decay_start=1.0) == 1.0            # decay_start=1: never decays
+    # both at once
+    assert budget_lr(2, 0.8, warmup_steps=4, decay_start=0.6) == pytest.approx(0.25, abs=1e-15)
+    assert budget_lr(7, 0.99, warmup_steps=4, decay_start=1.0) == 1.0  # decay_start=1: never decays
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(step=0), "step"), (dict(warmup_steps=0), "warmup_steps"),
-                                          (dict(decay_start=1.5), "decay_start"), (dict(progress=-0.1), "progress")])
+@pytest.mark.parametrize("kwargs, name",
+                         [(dict(step=0), "step"), (dict(warmup_steps=0), "warmup_steps"),
+                                          (dict(decay_start=1.5), "decay_start"),
+                          (dict(progress=-0.1), "progress")])
 def test_budget_lr_names_the_bad_argument(kwargs, name):
     args = dict(step=1, progress=0.0, warmup_steps=10, decay_start=0.5) | kwargs
     with pytest.raises(ValueError, match=name):
@@ -351,21 +368,23 @@ def test_budget_schedule_follows_the_formula_and_checkpoints_without_its_clock()
     for k in range(1, 11):
         seen.append(opt.param_groups[0]["lr"])
         opt.step()
-        clock[0] = k / 10                                  # a fake clock: 10% of the budget per update
+        clock[0] = k / 10                               # a fake clock: 10% of the budget per update
         sched.step()
     expected = [0.5 * budget_lr(k, min((k - 1) / 10, 1.0), 3, 0.5) for k in range(1, 11)]
     assert seen == pytest.approx(expected, abs=1e-15)
     state = sched.state_dict()
     assert "progress" not in state
-    torch.save(state, io.BytesIO())                        # picklable although progress is a closure
-    again = BudgetSchedule(opt, warmup_steps=3, progress=lambda updates: updates / 10, decay_start=0.5)
+    torch.save(state, io.BytesIO())                       # picklable although progress is a closure
+    again = BudgetSchedule(opt, warmup_steps=3, progress=lambda updates: updates / 10,
+                           decay_start=0.5)
     again.load_state_dict(state)
     assert again.last_epoch == 10 and again.progress(5) == 0.5
 
 
 def test_budget_schedule_reads_the_update_count():
     opt = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=1.0)
-    sched = BudgetSchedule(opt, warmup_steps=1, progress=lambda updates: updates / 4, decay_start=0.0)
+    sched = BudgetSchedule(opt, warmup_steps=1, progress=lambda updates: updates / 4,
+                           decay_start=0.0)
     rates = []
     for _ in range(4):
         rates.append(opt.param_groups[0]["lr"])
@@ -374,20 +393,23 @@ def test_budget_schedule_reads_the_update_count():
     assert rates == pytest.approx([1.0, 0.75, 0.5, 0.25])
 
 
-# --- hardening: nothing half-done ----------------------------------------------------------------------------
+# --- hardening: nothing half-done
+# ----------------------------------------------------------------------------
 def test_an_optimizer_state_that_does_not_fit_leaves_the_weights_alone(tmp_path):
     net, opt, sched = _trained()
     path = save_checkpoint(tmp_path / "c.pt", net, opt, sched, step=3)
     other, _, _ = _trained(seed=5)
     before = {k: v.clone() for k, v in other.state_dict().items()}
-    partial_opt = paper_adam(other[0].parameters())                 # one layer only: 2 parameters, not 4
-    with pytest.raises(CheckpointError, match=r"optimizer state holds \[4\] parameters per group, the optimizer \[2\]"):
+    partial_opt = paper_adam(other[0].parameters())            # one layer only: 2 parameters, not 4
+    with pytest.raises(CheckpointError, match=r"optimizer state holds \[4\] parameters per group, "
+                                              r"the optimizer \[2\]"):
         load_checkpoint(path, other, partial_opt)
     assert all(torch.equal(before[k], v) for k, v in other.state_dict().items())
     assert not partial_opt.state                                    # the optimizer is untouched too
     swapped = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))
     wrong = paper_adam([swapped[2].weight, swapped[2].bias, swapped[0].weight, swapped[0].bias])
-    with pytest.raises(CheckpointError, match=r"optimizer state 'exp_avg' of shape \(8, 4\) does not fit a parameter "
+    with pytest.raises(CheckpointError, match=r"optimizer state 'exp_avg' of shape \(8, 4\) does "
+                                              r"not fit a parameter "
                                               r"of shape \(2, 8\)"):
         load_checkpoint(path, swapped, wrong)
 
@@ -404,14 +426,16 @@ def test_a_failed_save_leaves_no_temporary_file(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "save", disk_full)
     with pytest.raises(OSError, match="No space left"):
         save_checkpoint(tmp_path / "c.pt", net, opt, sched, step=2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"] and (tmp_path / "c.pt").read_bytes() == good
+    assert (sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]
+            and (tmp_path / "c.pt").read_bytes() == good)
 
 
 @pytest.mark.parametrize("extra, where", [
     ({"bleu": np.float64(30.0)}, r"extra\['bleu'\] is a numpy.float64"),
     ({"best": np.int64(3)}, r"extra\['best'\] is a numpy.int64"),
     ({"out": Path("runs")}, r"extra\['out'\] is a pathlib.*Path"),
-    ({"log": [{"step": 1, "loss": np.float32(2.0)}]}, r"extra\['log'\]\[0\]\['loss'\] is a numpy.float32"),
+    ({"log": [{"step": 1, "loss": np.float32(2.0)}]},
+     r"extra\['log'\]\[0\]\['loss'\] is a numpy.float32"),
     ({"ids": frozenset({1})}, r"extra\['ids'\] is a builtins.frozenset"),
 ])
 def test_extra_values_that_loading_refuses_are_refused_when_saving(tmp_path, extra, where):
@@ -419,7 +443,7 @@ def test_extra_values_that_loading_refuses_are_refused_when_saving(tmp_path, ext
     with pytest.raises(TypeError, match=where + ".*cannot hold"):
         save_checkpoint(tmp_path / "c.pt", net, extra=extra)
     assert not list(tmp_path.iterdir())
-    fine = {"epoch": 1, "order": torch.arange(3), "log": [{"a": 1.5, "b": None, "c": (1, "x")}], "dtype": torch.float16,
-            "shape": torch.Size([2]), "tags": {"a"}, 3: b"raw"}
+    fine = {"epoch": 1, "order": torch.arange(3), "log": [{"a": 1.5, "b": None, "c": (1, "x")}],
+            "dtype": torch.float16, "shape": torch.Size([2]), "tags": {"a"}, 3: b"raw"}
     save_checkpoint(tmp_path / "ok.pt", net, extra=fine)
     assert read_checkpoint(tmp_path / "ok.pt")["extra"]["log"] == fine["log"]

@@ -1,4 +1,5 @@
-"""Package metadata tells the truth: one home for the version, and a Python floor the code really needs."""
+"""Package metadata tells the truth: one home for the version, and a Python floor the code really
+needs."""
 import re
 import tomllib
 from pathlib import Path
@@ -11,8 +12,10 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
 def test_version_has_one_home():
     project = PYPROJECT["project"]
-    assert "version" not in project and "version" in project["dynamic"], "pyproject must not type the version"
-    assert PYPROJECT["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "transformer_lib.__version__"}
+    assert "version" not in project and "version" in project["dynamic"], ("pyproject must not type "
+                                                                          "the version")
+    assert (PYPROJECT["tool"]["setuptools"]["dynamic"]["version"]
+            == {"attr": "transformer_lib.__version__"})
 
 
 def test_setuptools_reads_the_version_from_the_package():
@@ -29,8 +32,10 @@ def _python_floor() -> tuple[int, int]:
 
 
 def test_requires_python_covers_the_standard_library_the_code_uses():
-    # tomllib (3.11) is imported by transformer_lib.train; a floor below it installs a package that fails.
-    uses_tomllib = any("import tomllib" in p.read_text() for p in (ROOT / "transformer_lib").glob("*.py"))
+    # tomllib (3.11) is imported by transformer_lib.train; a floor below it installs a package that
+    # fails.
+    uses_tomllib = any("import tomllib" in p.read_text()
+                       for p in (ROOT / "transformer_lib").glob("*.py"))
     assert uses_tomllib and _python_floor() >= (3, 11)
 
 

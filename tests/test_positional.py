@@ -37,16 +37,19 @@ def test_shift_is_a_rotation(d, k, n):
     m = pe_shift_matrix(k, d)
     torch.testing.assert_close(pe[k:k + n], pe[:n] @ m.T, atol=1e-10, rtol=0)
     torch.testing.assert_close(m @ m.T, torch.eye(d, dtype=torch.float64), atol=1e-12, rtol=0)
-    torch.testing.assert_close(pe.norm(dim=-1) ** 2, torch.full((n + k,), d / 2, dtype=torch.float64))
+    torch.testing.assert_close(pe.norm(dim=-1) ** 2,
+                               torch.full((n + k,), d / 2, dtype=torch.float64))
 
 
 def test_shift_matrices_compose():
     """R_j R_k = R_(j+k): shifting twice is one shift."""
-    torch.testing.assert_close(pe_shift_matrix(3, 16) @ pe_shift_matrix(4, 16), pe_shift_matrix(7, 16))
+    torch.testing.assert_close(pe_shift_matrix(3, 16) @ pe_shift_matrix(4, 16),
+                               pe_shift_matrix(7, 16))
 
 
 @settings(max_examples=25, deadline=None)
-@given(d=even_d, k=st.integers(-100, 100), pos=st.lists(st.integers(100, 400), min_size=2, max_size=5))
+@given(d=even_d, k=st.integers(-100, 100),
+       pos=st.lists(st.integers(100, 400), min_size=2, max_size=5))
 def test_dot_product_depends_only_on_offset(d, k, pos):
     pe = sinusoidal_encoding(600, d, dtype=torch.float64)
     dots = torch.stack([pe[p] @ pe[p + k] for p in pos])
@@ -99,7 +102,8 @@ def test_too_long_or_bad_offset_is_a_clear_error(cls):
 
 @pytest.mark.parametrize("cls", [PositionalEncoding, LearnedPositionalEmbedding])
 def test_wrong_feature_size_is_a_clear_error(cls):
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., L, d_model=8\), got \(2, 3, 9\)"):
+    with pytest.raises(ValueError,
+                       match=r"x must have shape \(\.\.\., L, d_model=8\), got \(2, 3, 9\)"):
         cls(8, max_len=10)(torch.randn(2, 3, 9))
 
 
@@ -115,25 +119,27 @@ def test_dropout_only_in_training(cls):
 
 
 def test_sqrt_d_model_balances_content_and_position():
-    """Chapter 06's argument, on the model of chapter 11: embeddings ~ N(0, d^-1/2), so an unscaled row has
-    length ~1 and a row times sqrt(d) length ~sqrt(d), the order of |PE| = sqrt(d/2)."""
+    """Chapter 06's argument, on the model of chapter 11: embeddings ~ N(0, d^-1/2), so an unscaled
+    row has length ~1 and a row times sqrt(d) length ~sqrt(d), the order of |PE| = sqrt(d/2)."""
     from transformer_lib.model import Transformer, TransformerConfig
 
     torch.manual_seed(0)
     d = 64
-    model = Transformer(TransformerConfig(src_vocab_size=4000, tgt_vocab_size=4000, d_model=d, n_heads=2,
-                                          n_layers=1, d_ff=64, dropout=0.0))
+    model = Transformer(TransformerConfig(src_vocab_size=4000, tgt_vocab_size=4000, d_model=d,
+                                          n_heads=2, n_layers=1, d_ff=64, dropout=0.0))
     E = model.src_embed.weight.detach()
     assert E.std().item() == pytest.approx(d ** -0.5, rel=0.03)
     assert E.norm(dim=-1).mean().item() == pytest.approx(1.0, rel=0.03)
     assert (E * d ** 0.5).norm(dim=-1).mean().item() == pytest.approx(d ** 0.5, rel=0.03)
-    torch.testing.assert_close(model.src_pos.pe.norm(dim=-1), torch.full((model.src_pos.max_len,), (d / 2) ** 0.5))
+    torch.testing.assert_close(model.src_pos.pe.norm(dim=-1),
+                               torch.full((model.src_pos.max_len,), (d / 2) ** 0.5))
 
 
 @settings(max_examples=25, deadline=None)
 @given(d=even_d, j=st.integers(1, 20), pos=st.integers(30, 300))
 def test_rotation_as_score_matrix_points_j_steps_left(d, j, pos):
-    """PE_pos^T R_j PE_(pos+k) = sum_i cos(omega_i (k + j)): depends on k only, largest at k = -j."""
+    """PE_pos^T R_j PE_(pos+k) = sum_i cos(omega_i (k + j)): depends on k only, largest at k =
+    -j."""
     pe = sinusoidal_encoding(400, d, dtype=torch.float64)
     R = pe_shift_matrix(j, d)
     ks = list(range(-25, 26))

@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.data import MANIFEST, TRANSLATOR_NAME, load_translator, save_translator, sha256_of
+from transformer_lib.data import (
+    MANIFEST,
+    TRANSLATOR_NAME,
+    load_translator,
+    save_translator,
+    sha256_of,
+)
 from transformer_lib.text import SubwordTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -14,16 +20,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def tiny():
-    texts = ["ein Hund läuft", "a dog runs", "zwei Männer", "two men", "eine Frau singt", "a woman sings"] * 5
+    texts = ["ein Hund läuft", "a dog runs", "zwei Männer", "two men", "eine Frau singt",
+             "a woman sings"] * 5
     tok = SubwordTokenizer.train(texts, vocab_size=300)
     torch.manual_seed(0)
-    model = Transformer(TransformerConfig.base(tok.vocab_size, d_model=16, n_heads=2, n_layers=1, d_ff=32))
+    model = Transformer(TransformerConfig.base(tok.vocab_size, d_model=16, n_heads=2, n_layers=1,
+                                               d_ff=32))
     return model.eval(), tok
 
 
 def test_round_trip_keeps_ties_tokenizer_and_info(tiny, tmp_path):
     model, tok = tiny
-    path = save_translator(tmp_path / "sub" / "t.pt", model, tok, info={"bleu": 1.5, "device": "CPU"})
+    path = save_translator(tmp_path / "sub" / "t.pt", model, tok,
+                           info={"bleu": 1.5, "device": "CPU"})
     assert not list(tmp_path.glob("sub/*.tmp"))
     loaded, loaded_tok, info = load_translator(path)
     assert info == {"bleu": 1.5, "device": "CPU"} and not loaded.training
@@ -43,7 +52,8 @@ def test_the_shared_matrix_is_stored_once(tiny, tmp_path):
     assert set(blob["aliases"]) == {"tgt_embed.weight", "output_projection.weight"}
 
 
-@pytest.mark.parametrize("info, message", [({"path": Path("x")}, "info values"), ({"n": torch.tensor(1)}, "info values")])
+@pytest.mark.parametrize("info, message", [({"path": Path("x")}, "info values"),
+                                           ({"n": torch.tensor(1)}, "info values")])
 def test_info_that_could_not_be_loaded_is_refused_at_save_time(tiny, tmp_path, info, message):
     model, tok = tiny
     with pytest.raises(TypeError, match=message):
@@ -67,9 +77,11 @@ def test_bad_files_are_clear_errors(tiny, tmp_path):
 
 
 def test_the_manifest_points_into_the_books_repository():
-    url = re.search(r"url:\s*(\S+)", (REPO / "book" / "_config.yml").read_text().split("repository:")[1]).group(1)
+    url = re.search(r"url:\s*(\S+)",
+                    (REPO / "book" / "_config.yml").read_text().split("repository:")[1]).group(1)
     owner_repo = url.rstrip("/").split("github.com/")[1]
-    assert MANIFEST[TRANSLATOR_NAME].url == f"https://raw.githubusercontent.com/{owner_repo}/main/{TRANSLATOR_NAME}"
+    assert (MANIFEST[TRANSLATOR_NAME].url
+            == f"https://raw.githubusercontent.com/{owner_repo}/main/{TRANSLATOR_NAME}")
 
 
 def test_the_shipped_translator_matches_its_checksum_and_loads():
@@ -77,6 +89,6 @@ def test_the_shipped_translator_matches_its_checksum_and_loads():
     assert path.is_file(), "the book's translator is committed to the repository"
     assert path.stat().st_size <= 20e6
     assert sha256_of(path) == MANIFEST[TRANSLATOR_NAME].sha256
-    model, tok, info = load_translator()                                      # finds the checkout's copy
+    model, tok, info = load_translator()                                 # finds the checkout's copy
     assert model.config.norm_first and tok.vocab_size == model.config.tgt_vocab_size
     assert Path(info["record"]).name == "multi30k-cpu-30min.json" and info["preset"] == "cpu-30min"

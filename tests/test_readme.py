@@ -1,5 +1,5 @@
-"""The README's "Using the package" runs as written: each Python block in a fresh interpreter, in an empty
-directory, with nothing but the package and the data directory (a reader's first hour)."""
+"""The README's "Using the package" runs as written: each Python block in a fresh interpreter, in an
+empty directory, with nothing but the package and the data directory (a reader's first hour)."""
 import os
 import re
 import subprocess
@@ -10,7 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get("TRANSFORMER_LIB_DATA")
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
+                                and not os.environ.get("CI"),
                                 reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 
@@ -30,11 +31,12 @@ BLOCKS = python_blocks(section((ROOT / "README.md").read_text(), "Using the pack
 
 def run_block(code: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "MPL"))}
-    env.update(PYTHONPATH=str(ROOT), MPLBACKEND="Agg", OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
+    env.update(PYTHONPATH=str(ROOT), MPLBACKEND="Agg",
+               OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"))
     if DATA:
         env["TRANSFORMER_LIB_DATA"] = DATA
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def test_the_section_has_the_five_first_steps():
@@ -46,7 +48,8 @@ def test_the_section_has_the_five_first_steps():
 
 
 def test_block_extraction():
-    text = "## Using the package\n\n```python\nx = 1\n```\n\n```bash\nls\n```\n```python\ny = 2\n```\n## Next\n"
+    text = ("## Using the package\n\n```python\nx = 1\n```\n\n```bash\nls\n```\n```python\ny = "
+            "2\n```\n## Next\n")
     assert python_blocks(section(text, "Using the package")) == ["x = 1\n", "y = 2\n"]
 
 

@@ -18,7 +18,8 @@ def test_rows_sum_to_one_and_match_pytorch(shape, seed):
     assert y.shape == shape and w.shape == (shape[0], shape[1], shape[1])
     torch.testing.assert_close(w.sum(-1), torch.ones(shape[:2], dtype=torch.float64))
     assert (w >= 0).all()
-    torch.testing.assert_close(y, F.scaled_dot_product_attention(x, x, x, scale=1.0), atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(y, F.scaled_dot_product_attention(x, x, x, scale=1.0), atol=1e-12,
+                               rtol=1e-10)
 
 
 @settings(max_examples=30, deadline=None)
@@ -43,7 +44,9 @@ def test_matches_explicit_sum():
         torch.testing.assert_close(y[i], sum(a[j] * x[j] for j in range(4)))
 
 
-@pytest.mark.parametrize("bad", [torch.ones(3, dtype=torch.float32), torch.ones(2, 3, dtype=torch.long), [[1.0]]])
+@pytest.mark.parametrize("bad", [torch.ones(3, dtype=torch.float32),
+                                 torch.ones(2, 3, dtype=torch.long), [[1.0]]])
 def test_bad_input_names_argument_and_shape(bad):
-    with pytest.raises(TypeError, match=r"x must be a floating-point tensor of shape \(\.\.\., N, D\)"):
+    with pytest.raises(TypeError,
+                       match=r"x must be a floating-point tensor of shape \(\.\.\., N, D\)"):
         basic_self_attention(bad)

@@ -1,4 +1,5 @@
-"""Chapter 17: BPE (derivation == Hugging Face tokenizers), the production tokenizer, BLEU (derivation == sacreBLEU)."""
+"""Chapter 17: BPE (derivation == Hugging Face tokenizers), the production tokenizer, BLEU
+(derivation == sacreBLEU)."""
 import json
 import math
 import os
@@ -26,7 +27,8 @@ from transformer_lib.text import (
 )
 
 DATA = os.environ.get("TRANSFORMER_LIB_DATA")
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
+                                and not os.environ.get("CI"),
                                 reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 words = st.text(alphabet="abcde", min_size=1, max_size=6)
@@ -38,10 +40,13 @@ def hf_bpe(texts, num_merges):
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.normalizer = normalizers.Sequence([normalizers.Prepend(WORD_START), normalizers.Replace(" ", WORD_START)])
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never", split=True)
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend(WORD_START),
+                                           normalizers.Replace(" ", WORD_START)])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never",
+                                                 split=True)
     alphabet = {ch for t in texts for w in pretokenize(t) for ch in w}
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=len(alphabet) + num_merges, show_progress=False))
+    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=len(alphabet) + num_merges,
+                                                       show_progress=False))
     return tok, [tuple(m) for m in json.loads(tok.to_str())["model"]["merges"]]
 
 
@@ -66,11 +71,13 @@ def test_learn_bpe_equals_huggingface(texts, num_merges):
 
 def test_learn_bpe_worked_example():
     """Count the first merge by hand: 'a'+'l' occurs in walks x2, walk x2, talks, talked."""
-    toy = ["the man walks", "the men walk", "a woman walks", "women walk", "the man talks", "a man talked"]
+    toy = ["the man walks", "the men walk", "a woman walks", "women walk", "the man talks",
+           "a man talked"]
     merges = learn_bpe(toy, 3)
     assert merges == [("a", "l"), (WORD_START, "w"), ("al", "k")]
     assert apply_bpe(WORD_START + "walked", merges) == [WORD_START + "w", "alk", "e", "d"]
-    assert learn_bpe(["ab"], 10) == [("a", "b"), (WORD_START, "ab")]  # tie: "a" < "▁"; stops at whole words
+    assert learn_bpe(["ab"], 10) == [("a", "b"), (WORD_START, "ab")]  # tie: "a" < "▁"; stops at
+                                                                      # whole words
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +98,8 @@ def test_special_ids_and_vocab_size(small_tok):
 
 @needs_data
 @settings(max_examples=50, deadline=None)
-@given(text=st.text(st.characters(blacklist_characters=WORD_START, blacklist_categories=("Cs",)), max_size=40))
+@given(text=st.text(st.characters(blacklist_characters=WORD_START, blacklist_categories=("Cs",)),
+                    max_size=40))
 def test_round_trip_any_text(small_tok, text):
     """Byte fallback: any string without '▁' comes back unchanged, and never becomes <unk>."""
     ids = small_tok.encode(text)
@@ -110,7 +118,8 @@ def test_special_strings_in_text_are_not_special(small_tok):
 def test_bos_eos_and_decoding_model_output(small_tok):
     ids = small_tok.encode("Ein Mann.", add_bos=True, add_eos=True)
     assert ids[0] == BOS_ID and ids[-1] == EOS_ID and ids[1:-1] == small_tok.encode("Ein Mann.")
-    out = torch.tensor([ids + [PAD_ID] * 3, ids[:-1] + [EOS_ID, 5, 6, PAD_ID]])  # (B, T) as decoders give
+    # (B, T) as decoders give
+    out = torch.tensor([ids + [PAD_ID] * 3, ids[:-1] + [EOS_ID, 5, 6, PAD_ID]])
     assert small_tok.decode_batch(out) == ["Ein Mann.", "Ein Mann."]
     assert small_tok.decode(torch.tensor(ids)) == "Ein Mann."
     with pytest.raises(ValueError, match="one sequence"):
@@ -143,14 +152,16 @@ def test_train_argument_errors():
 def test_wrong_special_ids_rejected():
     from tokenizers import Tokenizer, models
 
-    tok = Tokenizer(models.BPE(vocab={"a": 0, "<pad>": 1, "<bos>": 2, "<eos>": 3, "<unk>": 4}, merges=[]))
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "<pad>": 1, "<bos>": 2, "<eos>": 3, "<unk>": 4},
+                               merges=[]))
     with pytest.raises(ValueError, match="<pad> at id 0"):
         SubwordTokenizer(tok)
 
 
 @needs_data
 def test_full_multi30k_round_trip():
-    """The chapter's claim: a joint 8000-id BPE on the training split round-trips every val/test sentence."""
+    """The chapter's claim: a joint 8000-id BPE on the training split round-trips every val/test
+    sentence."""
     from transformer_lib.data import load_multi30k
 
     tok = train_joint_tokenizer(load_multi30k("train"), vocab_size=8000)
@@ -160,7 +171,8 @@ def test_full_multi30k_round_trip():
         assert round_trip_rate(tok, [s for p in pairs for s in p]) == 1.0
 
 
-# --- BLEU -------------------------------------------------------------------------------------------------
+# --- BLEU
+# -------------------------------------------------------------------------------------------------
 tokens = st.lists(st.sampled_from(["a", "b", "c", "dog", "cat"]), min_size=0, max_size=12)
 
 
@@ -177,7 +189,8 @@ def test_bleu_from_tokens_equals_sacrebleu(pairs):
 def test_bleu_by_hand():
     """Clipping and the brevity penalty, computed by hand."""
     assert bleu_from_tokens([["the"] * 4], [["the", "cat"]]) == pytest.approx(100 * math.exp(
-        (math.log(1 / 4) + math.log(1 / (2 * 3)) + math.log(1 / (4 * 2)) + math.log(1 / (8 * 1))) / 4))
+        (math.log(1 / 4) + math.log(1 / (2 * 3)) + math.log(1 / (4 * 2)) + math.log(1 / (8 * 1)))
+        / 4))
     ref = "a b c d e f g h".split()
     # half-length hypothesis that is an exact prefix: all precisions 1, BP = exp(1 - 8/4)
     assert bleu_from_tokens([ref[:4]], [ref]) == pytest.approx(100 * math.exp(-1.0))
@@ -187,7 +200,7 @@ def test_bleu_by_hand():
 def test_bleu_from_tokens_and_round_trip_rate_errors():
     with pytest.raises(ValueError, match="got 2 hypotheses but 1 references"):
         bleu_from_tokens([["a"], ["b"]], [["a"]])
-    assert bleu_from_tokens([[]], [["a", "b"]]) == 0.0                    # an empty corpus scores 0, not NaN
+    assert bleu_from_tokens([[]], [["a", "b"]]) == 0.0           # an empty corpus scores 0, not NaN
     with pytest.raises(ValueError, match="texts must not be empty"):
         round_trip_rate(None, [])
 

@@ -17,12 +17,14 @@ from transformer_lib.toy import (
 
 
 @settings(max_examples=25, deadline=None)
-@given(task=st.sampled_from(["copy", "reverse", "sort"]), n=st.integers(1, 50), n_symbols=st.integers(1, 20),
+@given(task=st.sampled_from(["copy", "reverse", "sort"]), n=st.integers(1, 50),
+       n_symbols=st.integers(1, 20),
        lengths=st.tuples(st.integers(1, 8), st.integers(0, 8)), seed=st.integers(0, 1000))
 def test_pairs_follow_the_task(task, n, n_symbols, lengths, seed):
     lo, hi = lengths[0], lengths[0] + lengths[1]
     pairs = make_toy_pairs(task, n, n_symbols=n_symbols, min_len=lo, max_len=hi, seed=seed)
-    assert len(pairs) == n and pairs == make_toy_pairs(task, n, n_symbols=n_symbols, min_len=lo, max_len=hi, seed=seed)
+    assert len(pairs) == n and pairs == make_toy_pairs(task, n, n_symbols=n_symbols, min_len=lo,
+                                                       max_len=hi, seed=seed)
     expected = {"copy": lambda x: x, "reverse": lambda x: x[::-1], "sort": sorted}[task]
     for src, tgt in pairs:
         xs = src[:-1]
@@ -49,12 +51,15 @@ def test_exclude_impossible_raises():
 @given(n=st.integers(1, 60), seed=st.integers(0, 1000))
 def test_unique_draws_distinct_sequences_and_leaves_exclude_alone(n, seed):
     exclude = {(FIRST_SYMBOL,), (FIRST_SYMBOL + 1, FIRST_SYMBOL)}
-    pairs = make_toy_pairs("reverse", n, n_symbols=3, min_len=1, max_len=4, seed=seed, exclude=exclude, unique=True)
+    pairs = make_toy_pairs("reverse", n, n_symbols=3, min_len=1, max_len=4, seed=seed,
+                           exclude=exclude, unique=True)
     drawn = [tuple(src[:-1]) for src, _ in pairs]
     assert len(set(drawn)) == n and not set(drawn) & exclude
-    assert exclude == {(FIRST_SYMBOL,), (FIRST_SYMBOL + 1, FIRST_SYMBOL)}             # the caller's set is not modified
+    # the caller's set is not modified
+    assert exclude == {(FIRST_SYMBOL,), (FIRST_SYMBOL + 1, FIRST_SYMBOL)}
     # unique=False may repeat: with 3 symbols and length 1, 10 draws must repeat
-    assert len({tuple(s) for s, _ in make_toy_pairs("copy", 10, n_symbols=3, min_len=1, max_len=1)}) <= 3
+    assert (len({tuple(s)
+                 for s, _ in make_toy_pairs("copy", 10, n_symbols=3, min_len=1, max_len=1)}) <= 3)
 
 
 def test_bad_arguments():
@@ -80,12 +85,13 @@ def test_exact_match_drops_only_trailing_padding():
     target = [[BOS, 5, 4, EOS]]
     assert exact_match(torch.tensor([[BOS, 5, 4, EOS, PAD, PAD]]), target) == 1.0
     assert exact_match(torch.tensor([[BOS, 5, PAD, 4, EOS]]), target) == 0.0
-    assert exact_match(torch.tensor([[BOS, 5, 4]]), target) == 0.0                      # no eos: not finished
+    assert exact_match(torch.tensor([[BOS, 5, 4]]), target) == 0.0            # no eos: not finished
 
 
 def test_the_pipeline_learns_to_reverse():
-    """Chapter 16's claim at small scale: model + loss + schedule + loop + greedy decoding learn the task
-    end to end, on held-out sequences (a bug in masks, shifting or decoding keeps accuracy near 0)."""
+    """Chapter 16's claim at small scale: model + loss + schedule + loop + greedy decoding learn the
+    task end to end, on held-out sequences (a bug in masks, shifting or decoding keeps accuracy near
+    0)."""
     from transformer_lib.decoding import greedy_decode
     from transformer_lib.model import Transformer, TransformerConfig
     from transformer_lib.optimization import LabelSmoothingLoss, WarmupSchedule, paper_adam
@@ -96,12 +102,14 @@ def test_the_pipeline_learns_to_reverse():
     pairs = make_toy_pairs("reverse", 4000, n_symbols=5, min_len=1, max_len=5, seed=0,
                            exclude={tuple(s[:-1]) for s, _ in test})
     V = toy_vocab_size(5)
-    model = Transformer(TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=2, n_layers=2,
-                                          d_ff=64, dropout=0.0, max_len=8, pad_id=PAD))
-    optimizer = paper_adam(model.parameters(), lr=0.08)            # peak 0.08 / sqrt(32 * 50) = 2e-3
-    loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], max_tokens=500, seed=0), PAD)
+    model = Transformer(TransformerConfig(src_vocab_size=V, tgt_vocab_size=V, d_model=32, n_heads=2,
+                                          n_layers=2, d_ff=64, dropout=0.0, max_len=8, pad_id=PAD))
+    optimizer = paper_adam(model.parameters(), lr=0.08)           # peak 0.08 / sqrt(32 * 50) = 2e-3
+    loader = BatchLoader(pairs,
+                         TokenBatchSampler([len(t) for _, t in pairs], max_tokens=500, seed=0), PAD)
     train(model, loader, LabelSmoothingLoss(V, smoothing=0.0, pad_id=PAD), optimizer,
-          WarmupSchedule(optimizer, d_model=32, warmup_steps=50), max_steps=400, clip_grad_norm=1.0, device="cpu",
-          progress=False)
+          WarmupSchedule(optimizer, d_model=32, warmup_steps=50), max_steps=400, clip_grad_norm=1.0,
+          device="cpu", progress=False)
     pred = greedy_decode(model, pad_sequences([s for s, _ in test], PAD), 7, BOS, EOS)
-    assert exact_match(pred, [t for _, t in test]) >= 0.8          # 0.98 when written; a broken pipeline: ~0
+    assert exact_match(pred, [t for _, t in test]) >= 0.8          # 0.98 when written; a broken
+                                                                   # pipeline: ~0

@@ -1,5 +1,6 @@
-"""Chapter 18: the training CLI — config errors, bad input that stops before writing, bucketed batches,
-resume == uninterrupted, and a 2-process DistributedDataParallel run (gloo) with identical weights."""
+"""Chapter 18: the training CLI — config errors, bad input that stops before writing, bucketed
+batches, resume == uninterrupted, and a 2-process DistributedDataParallel run (gloo) with identical
+weights."""
 import dataclasses
 import json
 import math
@@ -28,11 +29,13 @@ from transformer_lib.train import main, run
 from transformer_lib.training import BatchLoader
 
 DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
+                                and not os.environ.get("CI"),
                                 reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 # A configuration that trains in a second or two on the CPU.
-TINY = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1, d_ff=64,
+TINY = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1,
+            d_ff=64,
             batch_tokens=400, warmup_steps=5, time_budget_s=0.0, epochs=0, max_steps=6, log_every=1,
             checkpoint_every=3, eval_sentences=6, test_sentences=6, beam_size=2, progress=False)
 
@@ -43,15 +46,18 @@ def tiny_flags(out_dir, **changes):
     flags = ["--preset", "cpu-tiny", "--out-dir", str(out_dir)]
     for k, v in values.items():
         flag = "--" + k.replace("_", "-")
-        flags += [flag if v else "--no-" + k.replace("_", "-")] if isinstance(v, bool) else [flag, str(v)]
+        flags += [flag if v else "--no-" + k.replace("_", "-")] if isinstance(v, bool) else [flag,
+                                                                                             str(v)]
     return flags
 
 
 def files_of(directory):
-    return {p: p.read_bytes() for p in Path(directory).rglob("*") if p.is_file()} if Path(directory).exists() else {}
+    return {p: p.read_bytes() for p in Path(directory).rglob("*")
+            if p.is_file()} if Path(directory).exists() else {}
 
 
-# --- configuration ----------------------------------------------------------------------------------------
+# --- configuration
+# ----------------------------------------------------------------------------------------
 def test_precedence_preset_file_flags(tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text('preset = "cpu-tiny"\nd_model = 64\ndropout = 0.2\n')
@@ -60,7 +66,8 @@ def test_precedence_preset_file_flags(tmp_path):
     r, resume = parse_args(["--config", str(cfg), "--d-model", "128", "--no-amp", "--resume"])
     assert (r.d_model, r.dropout, r.amp, resume) == (128, 0.2, False, True)
     assert parse_args([])[0] == Recipe()
-    assert recipe_from_dict({"peak_lr": 1}).peak_lr == 1.0          # an int where a float is expected is fine
+    assert recipe_from_dict({"peak_lr": 1}).peak_lr == 1.0          # an int where a float is
+                                                                    # expected is fine
 
 
 @pytest.mark.parametrize("content, message", [
@@ -92,7 +99,8 @@ def test_missing_config_file_and_unknown_flag(tmp_path, capsys):
     assert e.value.code == 2
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+@pytest.mark.skipif(torch.cuda.is_available(),
+                    reason="checks the message on a machine without CUDA")
 def test_cuda_requested_without_cuda(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["--preset", "cpu-tiny", "--device", "cuda", "--out-dir", str(out)]) == 2
@@ -103,7 +111,8 @@ def test_cuda_requested_without_cuda(tmp_path, capsys):
         recipe_from_dict({"device": "tpu"})
 
 
-# --- batches ----------------------------------------------------------------------------------------------
+# --- batches
+# ----------------------------------------------------------------------------------------------
 def _pairs(n=300, seed=0):
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(1, 30, (n, 2), generator=g).tolist()
@@ -118,7 +127,8 @@ def test_bucketed_batches(fixed):
     for idx in loader.batches():
         b = loader.collate(idx)
         seen += idx
-        assert b.src.shape[1] % 8 == 0 and b.tgt_in.shape[1] % 8 == 0 and b.tgt_in.shape == b.tgt_out.shape
+        assert (b.src.shape[1] % 8 == 0 and b.tgt_in.shape[1] % 8 == 0 and b.tgt_in.shape
+                == b.tgt_out.shape)
         assert b.n_tokens == sum(len(pairs[i][1]) - 1 for i in idx) == int((b.tgt_out != 0).sum())
         if fixed:
             assert b.src.shape[0] == 256 // b.src.shape[1] and b.src.shape[1] == b.tgt_in.shape[1]
@@ -127,11 +137,13 @@ def test_bucketed_batches(fixed):
     assert sorted(seen) == list(range(len(pairs)))
     if fixed:                                                   # one shape per length bucket
         assert len(shapes) == len({s[0][1] for s in shapes}) <= 4
-    shards = [set(map(tuple, BatchLoader.by_tokens(pairs, 256, bucket=8, seed=1, rank=r, num_replicas=2).batches())) for r in (0, 1)]
+    shards = [set(map(tuple, BatchLoader.by_tokens(pairs, 256, bucket=8, seed=1, rank=r,
+                                                   num_replicas=2).batches())) for r in (0, 1)]
     assert not shards[0] & shards[1]
 
 
-# --- runs -------------------------------------------------------------------------------------------------
+# --- runs
+# -------------------------------------------------------------------------------------------------
 def tiny_recipe(out_dir, **changes):
     return recipe_from_dict({**TINY, "out_dir": str(out_dir), **changes})
 
@@ -147,28 +159,34 @@ def test_resume_equals_uninterrupted_and_results_record(tmp_path):
     b = read_checkpoint(tmp_path / "split" / "checkpoint.pt")["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     rec = json.loads((tmp_path / "whole" / "results.json").read_text())
-    for key in ("device", "torch", "training_seconds", "parameters", "git_commit", "target_tokens_per_s"):
+    for key in ("device", "torch", "training_seconds", "parameters", "git_commit",
+                "target_tokens_per_s"):
         assert key in rec
     assert rec["precision"] == "float32"                      # cpu-tiny trains without autocast
     t = rec["test_2016_flickr"]
-    assert 0 <= t["bleu_greedy"] <= 100 and 0 <= t["bleu_beam"] <= 100 and "tok:13a" in t["signature"]
-    assert (tmp_path / "whole" / "tokenizer.json").is_file() and (tmp_path / "whole" / "model.pt").is_file()
+    assert (0 <= t["bleu_greedy"] <= 100 and 0 <= t["bleu_beam"] <= 100
+            and "tok:13a" in t["signature"])
+    assert (tmp_path / "whole" / "tokenizer.json").is_file() and (tmp_path / "whole"
+                                                                  / "model.pt").is_file()
 
 
 @needs_data
 def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
-    """run() checks the encoded data once, so model and loss skip their per-call range check (a GPU sync)."""
+    """run() checks the encoded data once, so model and loss skip their per-call range check (a GPU
+    sync)."""
     import transformer_lib.train as train_module
-    monkeypatch.setattr(torch, "aminmax", lambda *a, **k: pytest.fail("per-call range check ran during run()"))
+    monkeypatch.setattr(torch, "aminmax",
+                        lambda *a, **k: pytest.fail("per-call range check ran during run()"))
     result = run(tiny_recipe(tmp_path / "nocheck", max_steps=2))
-    assert result.model.check_inputs is True                 # restored for whoever uses the model next
+    assert result.model.check_inputs is True              # restored for whoever uses the model next
     with pytest.raises(ValueError, match=r"pair 0 holds token id 7, outside a vocabulary of 5"):
         train_module.check_token_ids([([1, 2], [3, 7])], 5)
 
 
 @needs_data
 def test_the_record_names_the_precision_the_run_used(tmp_path, monkeypatch):
-    """With amp on a CPU that has bf16 instructions the run trains under bf16 autocast, and says so."""
+    """With amp on a CPU that has bf16 instructions the run trains under bf16 autocast, and says
+    so."""
     from transformer_lib import training
     monkeypatch.setattr(training, "cpu_has_native_bf16", lambda: True)
     result = run(tiny_recipe(tmp_path / "bf16", max_steps=2, amp=True))
@@ -186,14 +204,16 @@ def test_results_record_the_commit_the_run_started_from(tmp_path, monkeypatch):
         return real_train(*args, **kwargs)
 
     monkeypatch.setattr(train_module, "train", spy_train)
-    monkeypatch.setattr(train_module, "git_commit", lambda: "after-training-began" if started else "at-start")
+    monkeypatch.setattr(train_module, "git_commit", lambda: "after-training-began" if started
+                        else "at-start")
     result = run(tiny_recipe(tmp_path / "commit", max_steps=2))
     assert started and result.results["git_commit"] == "at-start"
 
 
 @needs_data
 def test_time_budget_stops_training(tmp_path):
-    """No step limit, a 1 s budget: training stops at the first step whose clock reading reaches it."""
+    """No step limit, a 1 s budget: training stops at the first step whose clock reading reaches
+    it."""
     result = run(tiny_recipe(tmp_path / "budget", max_steps=0, epochs=0, time_budget_s=1.0))
     hist = result.history
     assert len(hist) >= 2 and [h["step"] for h in hist] == list(range(1, len(hist) + 1))
@@ -224,7 +244,8 @@ def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
     assert "truncated or corrupt" in capsys.readouterr().err
     assert files_of(bad) == corrupt
     # 4. a missing and a corrupt data file (no download possible)
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    monkeypatch.setattr(data.urllib.request, "urlopen",
+                        lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
     empty = tmp_path / "nodata"
     empty.mkdir()
     monkeypatch.setenv(data.ENV_VAR, str(empty))
@@ -242,56 +263,66 @@ def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
 
 @needs_data
 def test_two_process_ddp_gloo(tmp_path):
-    """torchrun with 2 CPU processes: finite losses, identical weights on both, a checkpoint that resumes."""
+    """torchrun with 2 CPU processes: finite losses, identical weights on both, a checkpoint that
+    resumes."""
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "transformer_lib.train"]
-    proc = subprocess.run(cmd + tiny_flags(out), env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(cmd + tiny_flags(out), env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = json.loads((out / "results.json").read_text())
     assert rec["processes"] == 2 and rec["steps"] == 6
     assert rec["max_weight_diff_across_processes"] == 0.0
     hist = json.loads((out / "history.json").read_text())["history"]
     assert len(hist) == 6 and all(math.isfinite(h["loss"]) for h in hist)
-    proc = subprocess.run(cmd + tiny_flags(out, max_steps=9) + ["--resume"], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(cmd + tiny_flags(out, max_steps=9) + ["--resume"], env=env,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rec = json.loads((out / "results.json").read_text())
     assert rec["steps"] == 9 and rec["max_weight_diff_across_processes"] == 0.0
     hist = json.loads((out / "history.json").read_text())["history"]
-    assert [h["step"] for h in hist] == list(range(1, 10)) and all(math.isfinite(h["loss"]) for h in hist)
+    assert [h["step"] for h in hist] == list(range(1, 10)) and all(math.isfinite(h["loss"])
+                                                                   for h in hist)
 
 
 def test_presets_are_valid_and_gpu_is_the_default():
     for name in PRESETS:
         preset(name)
-    assert dataclasses.replace(preset("gpu"), compile=False, fixed_shapes=False, time_budget_s=0.0) == Recipe()
+    assert dataclasses.replace(preset("gpu"), compile=False, fixed_shapes=False,
+                               time_budget_s=0.0) == Recipe()
 
 
 def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
-    """results/multi30k-cpu-30min.json (the chapter quotes it) must describe the preset as it is now,
-    and hold a complete, measured record."""
+    """results/multi30k-cpu-30min.json (the chapter quotes it) must describe the preset as it is
+    now, and hold a complete, measured record."""
     root = Path(__file__).resolve().parents[1]
     rec = json.loads((root / "results" / "multi30k-cpu-30min.json").read_text())
-    where = ("progress", "log_every", "out_dir", "results")     # where the run wrote, not what it ran
+    where = ("progress", "log_every", "out_dir", "results")   # where the run wrote, not what it ran
     recorded = {k: v for k, v in rec["recipe"].items() if k not in where}
-    assert recorded == {k: v for k, v in dataclasses.asdict(preset("cpu-30min")).items() if k in recorded}
-    assert rec["training_seconds"] <= 1800 and rec["git_commit"] and not rec["git_commit"].endswith("-dirty")
+    assert recorded == {k: v for k, v in dataclasses.asdict(preset("cpu-30min")).items()
+                        if k in recorded}
+    assert (rec["training_seconds"] <= 1800 and rec["git_commit"]
+            and not rec["git_commit"].endswith("-dirty"))
     assert set(dataclasses.asdict(preset("cpu-30min"))) - set(rec["recipe"]) == set()
     assert rec["measured"] is True and rec["cuda"] is None and rec["device"].startswith("CPU")
     t = rec["test_2016_flickr"]
-    assert t["sentences"] == 1000 and "tok:13a" in t["signature"] and 0 < t["bleu_greedy"] <= t["bleu_beam"] <= 100
+    assert (t["sentences"] == 1000 and "tok:13a" in t["signature"] and 0 < t["bleu_greedy"]
+            <= t["bleu_beam"] <= 100)
     log = json.loads((root / "results" / "multi30k-cpu-30min.history.json").read_text())["history"]
-    assert log[-1]["step"] == rec["steps"] and log[-1]["elapsed_s"] == pytest.approx(rec["training_seconds"], abs=1)
+    assert (log[-1]["step"] == rec["steps"] and log[-1]["elapsed_s"]
+            == pytest.approx(rec["training_seconds"], abs=1))
 
 
-# --- the budget schedule and learned positions as recipe fields ------------------------------------------
+# --- the budget schedule and learned positions as recipe fields
+# ------------------------------------------
 @pytest.mark.parametrize("values, message", [
     ({"schedule": "cosine"}, "schedule must be 'noam' or 'budget'"),
     ({"positional": "rope"}, "positional must be 'sinusoidal' or 'learned'"),
     ({"decay_start": 1.5}, r"decay_start must be in \[0, 1\]"),
-    ({"schedule": "budget", "time_budget_s": 0.0, "max_steps": 0, "epochs": 3}, "schedule='budget' needs"),
+    ({"schedule": "budget", "time_budget_s": 0.0, "max_steps": 0, "epochs": 3},
+     "schedule='budget' needs"),
 ])
 def test_schedule_and_positional_fields_are_checked(values, message):
     with pytest.raises(RecipeError, match=message):
@@ -300,8 +331,8 @@ def test_schedule_and_positional_fields_are_checked(values, message):
 
 def test_build_model_takes_the_recipes_positions():
     from transformer_lib.train import build_model
-    learned = build_model(recipe_from_dict({"positional": "learned", "d_model": 16, "n_heads": 2, "d_ff": 32,
-                                            "n_layers": 1}), vocab_size=50)
+    learned = build_model(recipe_from_dict({"positional": "learned", "d_model": 16, "n_heads": 2,
+                                            "d_ff": 32, "n_layers": 1}), vocab_size=50)
     assert learned.config.positional == "learned"
     assert build_model(recipe_from_dict({"d_model": 16, "n_heads": 2, "d_ff": 32, "n_layers": 1}),
                        vocab_size=50).config.positional == "sinusoidal"
@@ -315,11 +346,15 @@ def test_build_model_takes_the_recipes_positions():
     "import transformer_lib.training",
 ])
 def test_transformer_lib_train_is_the_module_whatever_was_imported_first(first):
-    """`transformer_lib.train` means the capstone's module in a fresh interpreter, in every import order."""
-    code = (f"{first}\nimport types\nimport transformer_lib\nfrom transformer_lib import train as a\n"
-            "import transformer_lib.train as b\nfrom transformer_lib.training import train as loop\n"
+    """`transformer_lib.train` means the capstone's module in a fresh interpreter, in every import
+    order."""
+    code = (f"{first}\nimport types\nimport transformer_lib\nfrom transformer_lib import train "
+            "as a\n"
+            "import transformer_lib.train as b\nfrom transformer_lib.training import train as "
+            "loop\n"
             "assert isinstance(a, types.ModuleType) and a is b is transformer_lib.train, (a, b)\n"
-            "assert callable(a.run) and callable(a.main) and loop is transformer_lib.training.train\n"
+            "assert callable(a.run) and callable(a.main) and loop is "
+            "transformer_lib.training.train\n"
             "assert transformer_lib.train is b\nprint('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
@@ -327,17 +362,21 @@ def test_transformer_lib_train_is_the_module_whatever_was_imported_first(first):
 
 
 def test_help_lists_every_flag_with_its_comment_and_default():
-    r = subprocess.run([sys.executable, "-m", "transformer_lib.train", "--help"], capture_output=True, text=True,
-                       timeout=120, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    r = subprocess.run([sys.executable, "-m", "transformer_lib.train", "--help"],
+                       capture_output=True, text=True,
+                       timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())                  # argparse wraps lines
     assert "--d-model INT width of every sub-layer (default: 512)" in text
     assert "--amp, --no-amp" in text and "(default: True)" in text
     for f in dataclasses.fields(Recipe):
-        assert "--" + f.name.replace("_", "-") in text and f"(default: {getattr(Recipe(), f.name)!r})" in text
+        assert ("--" + f.name.replace("_", "-") in text
+                and f"(default: {getattr(Recipe(), f.name)!r})" in text)
 
 
-# --- hardening: numbers that are not numbers, paths checked before the first write ------------------------
+# --- hardening: numbers that are not numbers, paths checked before the first write
+# ------------------------
 FLOAT_FIELDS = [f.name for f in dataclasses.fields(Recipe) if f.type == "float"]
 
 
@@ -349,8 +388,8 @@ def test_every_float_field_must_be_finite(name, bad):
 
 
 def test_float_fields_are_all_checked():
-    assert {"dropout", "attn_dropout", "ffn_dropout", "peak_lr", "decay_start", "label_smoothing", "clip_grad_norm",
-            "time_budget_s", "length_penalty"} == set(FLOAT_FIELDS)
+    assert {"dropout", "attn_dropout", "ffn_dropout", "peak_lr", "decay_start", "label_smoothing",
+            "clip_grad_norm", "time_budget_s", "length_penalty"} == set(FLOAT_FIELDS)
 
 
 @pytest.mark.parametrize("values, message", [
@@ -374,7 +413,8 @@ def test_a_recipe_built_by_hand_is_checked_too():
 
     from transformer_lib.recipe import validate_recipe
     with pytest.raises(RecipeError, match=r"peak_lr must be of type float, got .*float64"):
-        validate_recipe(dataclasses.replace(Recipe(), peak_lr=np.float64(1e-3)))   # a checkpoint could not hold it
+        # a checkpoint could not hold it
+        validate_recipe(dataclasses.replace(Recipe(), peak_lr=np.float64(1e-3)))
     with pytest.raises(RecipeError, match="d_model must be of type int"):
         validate_recipe(dataclasses.replace(Recipe(), d_model=512.0))
     with pytest.raises(RecipeError, match="time_budget_s must be a finite number, got nan"):
@@ -383,8 +423,8 @@ def test_a_recipe_built_by_hand_is_checked_too():
 
 def test_nan_time_budget_on_the_command_line_stops_at_once(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["--preset", "cpu-tiny", "--time-budget-s", "nan", "--epochs", "0", "--max-steps", "0",
-                 "--out-dir", str(out)]) == 2
+    assert main(["--preset", "cpu-tiny", "--time-budget-s", "nan", "--epochs", "0", "--max-steps",
+                 "0", "--out-dir", str(out)]) == 2
     assert capsys.readouterr().err == "error: time_budget_s must be a finite number, got nan\n"
     assert not out.exists()
 
@@ -397,16 +437,21 @@ def test_output_paths_are_checked_before_anything_is_written(tmp_path):
     (tmp_path / "taken" / "model.pt").mkdir()
     (tmp_path / "snap").mkdir()
     (tmp_path / "snap" / "snapshots").write_text("")
-    cases = [({"out_dir": str(afile)}, "out_dir .*afile cannot be a directory: it exists and is not a directory"),
-             ({"out_dir": str(afile / "run")}, "cannot be a directory: .*afile exists and is not a directory"),
-             ({"results": str(afile / "x.json")}, "the directory of results .*afile cannot be a directory"),
+    cases = [({"out_dir": str(afile)},
+              "out_dir .*afile cannot be a directory: it exists and is not a directory"),
+             ({"out_dir": str(afile / "run")},
+              "cannot be a directory: .*afile exists and is not a directory"),
+             ({"results": str(afile / "x.json")},
+              "the directory of results .*afile cannot be a directory"),
              ({"results": str(tmp_path)}, "is a directory; give a file name"),
-             ({"out_dir": str(tmp_path / "taken")}, "model.pt is a directory, but the run writes a file"),
+             ({"out_dir": str(tmp_path / "taken")},
+              "model.pt is a directory, but the run writes a file"),
              ({"out_dir": str(tmp_path / "snap")}, "snapshots is a file")]
     for changes, message in cases:
         with pytest.raises(RecipeError, match=message):
             check_output_paths(recipe_from_dict({"preset": "cpu-tiny", **changes}))
-    check_output_paths(recipe_from_dict({"preset": "cpu-tiny", "out_dir": str(tmp_path / "a" / "b")}))
+    check_output_paths(recipe_from_dict({"preset": "cpu-tiny",
+                                         "out_dir": str(tmp_path / "a" / "b")}))
     assert not (tmp_path / "a").exists()
 
 
@@ -418,7 +463,8 @@ def test_output_directory_without_write_permission(tmp_path):
     locked.chmod(0o500)
     try:
         with pytest.raises(RecipeError, match="no write permission on .*locked"):
-            check_output_paths(recipe_from_dict({"preset": "cpu-tiny", "out_dir": str(locked / "run")}))
+            check_output_paths(recipe_from_dict({"preset": "cpu-tiny",
+                                                 "out_dir": str(locked / "run")}))
     finally:
         locked.chmod(0o700)
 
@@ -426,11 +472,13 @@ def test_output_directory_without_write_permission(tmp_path):
 def test_preset_note_says_what_cpu_tiny_is_for():
     from transformer_lib.recipe import preset_note
     note = preset_note(dataclasses.replace(preset("cpu-tiny"), out_dir="elsewhere", progress=False))
-    assert "smoke test of the pipeline" in note and "cpu-30min" in note and "load_translator" in note
+    assert ("smoke test of the pipeline" in note and "cpu-30min" in note
+            and "load_translator" in note)
     assert preset_note(preset("cpu-30min")) is None and preset_note(recipe_from_dict(TINY)) is None
 
 
-# --- hardening: the command line never shows a traceback for a failure the user can cause ----------------
+# --- hardening: the command line never shows a traceback for a failure the user can cause
+# ----------------
 def _one_error_line(capsys):
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
@@ -454,13 +502,19 @@ def test_user_caused_failures_are_one_line_and_exit_2(tmp_path, capsys, monkeypa
     shutil.copy(done / "tokenizer.json", no_ckpt / "tokenizer.json")
     cases = [
         (tiny_flags(afile), "out_dir .*afile cannot be a directory"),
-        (tiny_flags(tmp_path / "r1", results=str(afile / "r.json")), "the directory of results .* cannot be"),
+        (tiny_flags(tmp_path / "r1", results=str(afile / "r.json")),
+         "the directory of results .* cannot be"),
         (tiny_flags(tmp_path / "r2", results=str(tmp_path)), "is a directory; give a file name"),
-        (tiny_flags(tmp_path / "r3", d_model=9, n_heads=3), "model cannot be built: d_model must be a positive even"),
-        (tiny_flags(tmp_path / "r4", vocab_size=262), r"vocab_size=262 does not work for this training text: .*>= \d+"),
-        (tiny_flags(tmp_path / "r5", time_budget_s="nan", max_steps=0), "time_budget_s must be a finite number"),
-        (tiny_flags(corrupt_tok) + ["--resume"], "not a valid tokenizers JSON file.*cannot be used without its tokenizer"),
-        (tiny_flags(no_ckpt) + ["--resume"], "holds no checkpoint: its run stopped before writing one"),
+        (tiny_flags(tmp_path / "r3", d_model=9, n_heads=3),
+         "model cannot be built: d_model must be a positive even"),
+        (tiny_flags(tmp_path / "r4", vocab_size=262),
+         r"vocab_size=262 does not work for this training text: .*>= \d+"),
+        (tiny_flags(tmp_path / "r5", time_budget_s="nan", max_steps=0),
+         "time_budget_s must be a finite number"),
+        (tiny_flags(corrupt_tok) + ["--resume"],
+         "not a valid tokenizers JSON file.*cannot be used without its tokenizer"),
+        (tiny_flags(no_ckpt) + ["--resume"],
+         "holds no checkpoint: its run stopped before writing one"),
         (["--config", str(tmp_path)], "config file .* does not exist"),
     ]
     for argv, message in cases:
@@ -480,17 +534,23 @@ def test_user_caused_failures_are_one_line_and_exit_2(tmp_path, capsys, monkeypa
 def test_the_command_line_process_prints_no_traceback(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
-    for flags in (["--out-dir", str(afile)], ["--d-model", "9", "--n-heads", "3", "--out-dir", str(tmp_path / "x")],
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+           "OMP_NUM_THREADS": "1"}
+    for flags in (["--out-dir", str(afile)],
+                  ["--d-model", "9", "--n-heads", "3", "--out-dir", str(tmp_path / "x")],
                   ["--peak-lr", "nan"]):
-        r = subprocess.run([sys.executable, "-m", "transformer_lib.train", "--preset", "cpu-tiny", *flags],
+        r = subprocess.run([sys.executable, "-m", "transformer_lib.train", "--preset", "cpu-tiny",
+                            *flags],
                            capture_output=True, text=True, timeout=120, env=env)
-        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert (r.returncode == 2 and "Traceback" not in r.stderr
+                and len(r.stderr.strip().splitlines()) == 1), r.stderr
     assert not (tmp_path / "x").exists()
 
 
 @needs_data
-def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found_it(tmp_path, monkeypatch, capsys):
+def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found_it(tmp_path,
+                                                                                    monkeypatch,
+                                                                                    capsys):
     import transformer_lib.train as train_module
     real = train_module.make_schedule
 
@@ -508,7 +568,7 @@ def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found
     assert not (tmp_path / "runs").exists()
     assert [p.name for p in existing.iterdir()] == ["notes.txt"]
     monkeypatch.setattr(train_module, "make_schedule", real)
-    assert main(tiny_flags(fresh, max_steps=2)) == 0             # the corrected rerun works in the same place
+    assert main(tiny_flags(fresh, max_steps=2)) == 0   # the corrected rerun works in the same place
     assert (fresh / "results.json").is_file()
 
 
@@ -527,21 +587,26 @@ def _poison_after(monkeypatch, at_step):
 
 @needs_data
 @pytest.mark.parametrize("log_every, message", [
-    (4, r"training diverged: NaN or infinite weights at step 6 \(.*\); the checkpoint of step 3 is kept"),
+    (4, r"training diverged: NaN or infinite weights at step 6 \(.*\); the checkpoint of step 3 is "
+        r"kept"),
     (1, r"training diverged: loss became nan at step 5; the checkpoint of step 3 is kept"),
 ])
-def test_a_diverging_run_keeps_its_last_good_checkpoint(tmp_path, monkeypatch, capsys, log_every, message):
-    """Weights turn NaN after update 4: the checkpoint of step 6 must not be written over the one of step 3."""
+def test_a_diverging_run_keeps_its_last_good_checkpoint(tmp_path, monkeypatch, capsys, log_every,
+                                                        message):
+    """Weights turn NaN after update 4: the checkpoint of step 6 must not be written over the one of
+    step 3."""
     _poison_after(monkeypatch, 4)
     out = tmp_path / "run"
     with pytest.raises(FloatingPointError, match=message) as e:
         run(tiny_recipe(out, max_steps=8, log_every=log_every, checkpoint_every=3))
     assert "--peak-lr (now 0.003)" in str(e.value) and "--clip-grad-norm" in str(e.value)
     ckpt = read_checkpoint(out / "checkpoint.pt")
-    assert ckpt["step"] == 3 and all(torch.isfinite(t).all() for t in ckpt["model"].values() if t.is_floating_point())
+    assert ckpt["step"] == 3 and all(torch.isfinite(t).all() for t in ckpt["model"].values()
+                                     if t.is_floating_point())
     assert not (out / "model.pt").exists() and not list(out.glob("*.tmp"))
     capsys.readouterr()
-    assert main(tiny_flags(tmp_path / "cli", max_steps=8, log_every=log_every, checkpoint_every=3)) == 2
+    assert (main(tiny_flags(tmp_path / "cli", max_steps=8, log_every=log_every, checkpoint_every=3))
+            == 2)
     assert re.search(message, _one_error_line(capsys))
 
 
@@ -551,8 +616,8 @@ def test_the_run_says_where_its_files_are(tmp_path, capsys, monkeypatch):
     run(tiny_recipe("rel/run", max_steps=2, results="rec.json"))
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"output directory: {tmp_path / 'rel' / 'run'}"
-    assert (f"wrote checkpoint.pt, tokenizer.json, model.pt, history.json, translations.json in {tmp_path / 'rel' / 'run'}; "
-            f"results record: {tmp_path / 'rec.json'}") in out
+    assert ("wrote checkpoint.pt, tokenizer.json, model.pt, history.json, translations.json in "
+            f"{tmp_path / 'rel' / 'run'}; results record: {tmp_path / 'rec.json'}") in out
     assert "smoke test" not in out                           # not the cpu-tiny model: no note
 
 
@@ -561,7 +626,9 @@ def test_report_files_says_what_cpu_tiny_is_for(tmp_path, capsys):
 
     from transformer_lib.recipe import report_files
     (tmp_path / "model.pt").write_text("")
-    report_files(SimpleNamespace(out_dir=tmp_path, recipe=dataclasses.replace(preset("cpu-tiny"), out_dir=str(tmp_path))))
+    report_files(SimpleNamespace(out_dir=tmp_path,
+                                 recipe=dataclasses.replace(preset("cpu-tiny"),
+                                                            out_dir=str(tmp_path))))
     out = capsys.readouterr().out
     assert f"wrote model.pt in {tmp_path}; results record: {tmp_path / 'results.json'}" in out
     assert "cpu-tiny is a smoke test of the pipeline" in out and "--preset cpu-30min" in out

@@ -1,4 +1,5 @@
-"""Chapter 13: padding, teacher forcing, token-count batches, the training loop, exact resumption."""
+"""Chapter 13: padding, teacher forcing, token-count batches, the training loop, exact
+resumption."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -32,7 +33,8 @@ from transformer_lib.training import (
 PAD, BOS, EOS = 0, 1, 2
 
 
-# --- batching --------------------------------------------------------------------------------------
+# --- batching
+# --------------------------------------------------------------------------------------
 def test_pad_sequences_and_shift():
     t = pad_sequences([[1, 5, 6, 2], [1, 7, 2]], pad_id=0)
     assert t.tolist() == [[1, 5, 6, 2], [1, 7, 2, 0]]
@@ -56,8 +58,8 @@ def test_collate_counts_real_tokens():
 
 
 @settings(max_examples=25, deadline=None)
-@given(lengths=st.lists(st.integers(1, 40), min_size=1, max_size=300), max_tokens=st.integers(1, 400),
-       seed=st.integers(0, 100), epoch=st.integers(0, 3))
+@given(lengths=st.lists(st.integers(1, 40), min_size=1, max_size=300),
+       max_tokens=st.integers(1, 400), seed=st.integers(0, 100), epoch=st.integers(0, 3))
 def test_token_batches_contract(lengths, max_tokens, seed, epoch):
     batches = token_batches(lengths, max_tokens, seed=seed, epoch=epoch)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))   # each exactly once
@@ -68,11 +70,12 @@ def test_token_batches_contract(lengths, max_tokens, seed, epoch):
 
 
 @settings(max_examples=25, deadline=None)
-@given(lengths=st.lists(st.integers(1, 30), min_size=1, max_size=200), max_tokens=st.integers(30, 200),
-       replicas=st.integers(1, 4))
+@given(lengths=st.lists(st.integers(1, 30), min_size=1, max_size=200),
+       max_tokens=st.integers(30, 200), replicas=st.integers(1, 4))
 def test_token_batches_shards(lengths, max_tokens, replicas):
     all_batches = token_batches(lengths, max_tokens, seed=1)
-    shards = [token_batches(lengths, max_tokens, seed=1, num_replicas=replicas, rank=r) for r in range(replicas)]
+    shards = [token_batches(lengths, max_tokens, seed=1, num_replicas=replicas, rank=r)
+              for r in range(replicas)]
     assert len({len(s) for s in shards}) == 1                                    # equal step counts
     assert len(shards[0]) == len(all_batches) // replicas
     seen = [tuple(b) for s in shards for b in s]
@@ -84,7 +87,8 @@ def test_bucketing_reduces_padding():
     lengths = torch.randint(3, 60, (2000,), generator=g).tolist()
 
     def efficiency(batches):
-        return sum(lengths[i] for b in batches for i in b) / sum(len(b) * max(lengths[i] for i in b) for b in batches)
+        return sum(lengths[i] for b in batches for i in b) / sum(len(b) * max(lengths[i] for i in b)
+                                                                 for b in batches)
 
     bucketed = token_batches(lengths, 1000)
     perm = torch.randperm(2000, generator=g).tolist()
@@ -113,7 +117,8 @@ def test_batch_loader_iter_from_and_no_global_rng():
     assert [b.tgt_out.tolist() for b in loader] != full and len(loader) == len(full)
 
 
-# --- device and loop -------------------------------------------------------------------------------
+# --- device and loop
+# -------------------------------------------------------------------------------
 def test_pick_device():
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert pick_device().type == expected and pick_device("auto").type == expected
@@ -131,15 +136,16 @@ def _copy_task(n=200, seed=0, vocab=10):
     g = torch.Generator().manual_seed(seed)
     pairs = []
     for _ in range(n):
-        seq = torch.randint(3, vocab, (int(torch.randint(2, 8, (1,), generator=g)),), generator=g).tolist()
+        seq = torch.randint(3, vocab, (int(torch.randint(2, 8, (1,), generator=g)),),
+                            generator=g).tolist()
         pairs.append((seq, [BOS, *seq, EOS]))
     return pairs
 
 
 def _setup(seed=0, vocab=10, dropout=0.1):
     torch.manual_seed(seed)
-    cfg = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=16, n_heads=2, n_layers=1,
-                            d_ff=32, dropout=dropout, max_len=16, pad_id=PAD)
+    cfg = TransformerConfig(src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=16, n_heads=2,
+                            n_layers=1, d_ff=32, dropout=dropout, max_len=16, pad_id=PAD)
     model = Transformer(cfg)
     opt = paper_adam(model.parameters(), lr=0.1)
     sched = WarmupSchedule(opt, d_model=16, warmup_steps=10)
@@ -157,15 +163,16 @@ def test_train_step_and_loss_ignore_padding():
     loss, grad_norm = train_step(model, batch, loss_fn, opt, sched, clip_grad_norm=1e-3)
     torch.testing.assert_close(loss, expected)
     assert grad_norm is not None and grad_norm > 1e-3
-    assert sched.last_epoch == 1 and any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert sched.last_epoch == 1 and any(not torch.equal(a, b)
+                                         for a, b in zip(before, model.parameters()))
 
 
 def test_train_reduces_loss_and_logs():
     pairs = _copy_task(256)
     loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 200, seed=0), PAD)
     model, opt, sched = _setup()
-    hist = train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=80, log_every=10,
-                 device="cpu", progress=False, clip_grad_norm=5.0)
+    hist = train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=80,
+                 log_every=10, device="cpu", progress=False, clip_grad_norm=5.0)
     assert [r["step"] for r in hist] == list(range(10, 81, 10))
     assert hist[-1]["loss"] < 0.8 * hist[0]["loss"]
     assert all(r["tokens_per_s"] > 0 and r["grad_norm"] is not None for r in hist)
@@ -173,14 +180,16 @@ def test_train_reduces_loss_and_logs():
 
 
 def test_resume_equals_uninterrupted(tmp_path):
-    """Interrupt at step 13 (mid-epoch), resume from the checkpoint: the same losses, bit for bit."""
+    """Interrupt at step 13 (mid-epoch), resume from the checkpoint: the same losses, bit for
+    bit."""
     pairs = _copy_task(120)
     sampler = TokenBatchSampler([len(t) for _, t in pairs], 150, seed=0)
     loader = BatchLoader(pairs, sampler, PAD)
     assert 13 % len(loader) != 0 and len(loader) < 30        # stops mid-epoch, crosses epochs
     loss_fn = LabelSmoothingLoss(10, 0.1, PAD)
     model, opt, sched = _setup()
-    full = train(model, loader, loss_fn, opt, sched, max_steps=30, log_every=1, device="cpu", progress=False)
+    full = train(model, loader, loss_fn, opt, sched, max_steps=30, log_every=1, device="cpu",
+                 progress=False)
 
     model, opt, sched = _setup()
 
@@ -188,13 +197,13 @@ def test_resume_equals_uninterrupted(tmp_path):
         if step == 13:
             save_checkpoint(tmp_path / "c.pt", model, opt, sched, step=step)
 
-    first = train(model, loader, loss_fn, opt, sched, max_steps=13, log_every=1, device="cpu", progress=False,
-                  callback=checkpoint)
+    first = train(model, loader, loss_fn, opt, sched, max_steps=13, log_every=1, device="cpu",
+                  progress=False, callback=checkpoint)
     torch.rand(100)                               # anything the interrupted process did afterwards
     model, opt, sched = _setup(seed=7)
     step = load_checkpoint(tmp_path / "c.pt", model, opt, sched)["step"]
-    rest = train(model, loader, loss_fn, opt, sched, max_steps=30, start_step=step, log_every=1, device="cpu",
-                 progress=False)
+    rest = train(model, loader, loss_fn, opt, sched, max_steps=30, start_step=step, log_every=1,
+                 device="cpu", progress=False)
     assert [r["loss"] for r in first + rest] == [r["loss"] for r in full]
     assert [r["lr"] for r in first + rest] == [r["lr"] for r in full]
 
@@ -214,7 +223,8 @@ def test_train_stops_on_non_finite_loss():
 def test_batch_to_keeps_counts():
     b = collate(_copy_task(3), PAD)
     moved = b.to("cpu")
-    assert isinstance(moved, Batch) and moved.n_tokens == b.n_tokens and torch.equal(moved.src, b.src)
+    assert isinstance(moved, Batch) and moved.n_tokens == b.n_tokens and torch.equal(moved.src,
+                                                                                     b.src)
 
 
 def test_padding_does_not_change_the_loss():
@@ -225,7 +235,8 @@ def test_padding_does_not_change_the_loss():
     loss_fn = LabelSmoothingLoss(10, 0.1, PAD)
     with torch.no_grad():
         a = loss_fn(model(short.src, short.tgt_in), short.tgt_out)
-        b = loss_fn(model(F.pad(short.src, (0, 4)), F.pad(short.tgt_in, (0, 3))), F.pad(short.tgt_out, (0, 3)))
+        b = loss_fn(model(F.pad(short.src, (0, 4)), F.pad(short.tgt_in, (0, 3))),
+                    F.pad(short.tgt_out, (0, 3)))
     torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
 
 
@@ -258,7 +269,8 @@ def test_training_clock_pauses_and_stops(monkeypatch):
 
 
 def test_time_budget_excludes_paused_callbacks(monkeypatch):
-    """Each update 'takes' 1 s, each callback 100 s inside clock.paused(): a 5.5 s budget stops at step 6."""
+    """Each update 'takes' 1 s, each callback 100 s inside clock.paused(): a 5.5 s budget stops at
+    step 6."""
     fake = _FakeTime()
     monkeypatch.setattr(engineering.time, "perf_counter", fake)
     pairs = _copy_task(64)
@@ -278,17 +290,19 @@ def test_time_budget_excludes_paused_callbacks(monkeypatch):
         with clock.paused():
             fake.t += 100.0
 
-    hist = train(model, loader, slow_loss, opt, sched, max_steps=None, time_budget_s=5.5, log_every=4,
-                 device="cpu", progress=False, callback=evaluate, clock=clock)
-    assert steps == [1, 2, 3, 4, 5, 6]                   # stopped by the budget, not by a step limit
-    assert [r["step"] for r in hist] == [4, 6]           # a record at every log step and at the last
+    hist = train(model, loader, slow_loss, opt, sched, max_steps=None, time_budget_s=5.5,
+                 log_every=4, device="cpu", progress=False, callback=evaluate, clock=clock)
+    assert steps == [1, 2, 3, 4, 5, 6]                  # stopped by the budget, not by a step limit
+    assert [r["step"] for r in hist] == [4, 6]          # a record at every log step and at the last
     assert [r["elapsed_s"] for r in hist] == [4.0, 6.0]
     assert hist[1]["tokens_per_s"] == pytest.approx(hist[1]["tokens"] / 2.0)
     # without the pause, the first callback alone would exhaust the budget
     model, opt, sched = _setup()
     steps.clear()
-    train(model, loader, slow_loss, opt, sched, max_steps=None, time_budget_s=5.5, log_every=4, device="cpu",
-          progress=False, callback=lambda step: (steps.append(step), setattr(fake, "t", fake.t + 100.0)))
+    train(model, loader, slow_loss, opt, sched, max_steps=None, time_budget_s=5.5, log_every=4,
+          device="cpu",
+          progress=False,
+          callback=lambda step: (steps.append(step), setattr(fake, "t", fake.t + 100.0)))
     assert steps == [1, 2]
 
 
@@ -304,10 +318,10 @@ def test_train_hooks_prefetch_and_history():
             yield b.to(device)
 
     earlier = [{"step": 0, "note": "from a checkpoint"}]
-    hist = train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=len(loader) + 2,
-                 log_every=3, device="cpu", progress=False, prefetch=prefetch, history=earlier)
+    hist = train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=len(loader)
+                 + 2, log_every=3, device="cpu", progress=False, prefetch=prefetch, history=earlier)
     assert hist is earlier and hist[0]["note"] == "from a checkpoint"
-    assert len(seen) == len(loader) + 2                 # every batch went through the hook, over two epochs
+    assert len(seen) == len(loader) + 2         # every batch went through the hook, over two epochs
     assert sum(r["tokens"] for r in hist[1:]) == sum(seen)
     assert hist[-1]["step"] == len(loader) + 2 and hist[-1]["epoch"] == 1
 
@@ -317,24 +331,28 @@ def test_train_bad_arguments():
     loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
     model, opt, _ = _setup()
     with pytest.raises(ValueError, match="give max_steps or time_budget_s"):
-        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, max_steps=None, device="cpu", progress=False)
-    with pytest.raises(ValueError, match="log_every must be >= 1, got 0"):
-        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, max_steps=2, log_every=0, device="cpu",
+        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, max_steps=None, device="cpu",
               progress=False)
+    with pytest.raises(ValueError, match="log_every must be >= 1, got 0"):
+        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, max_steps=2, log_every=0,
+              device="cpu", progress=False)
 
 
 def _budget_worker(rank, world_size, store, out):
-    """One of two gloo processes: its clock runs 10x faster on rank 0, which alone runs out of time."""
+    """One of two gloo processes: its clock runs 10x faster on rank 0, which alone runs out of
+    time."""
     import datetime
 
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=60))     # a process left waiting fails, not hangs
+                            # a process left waiting fails, not hangs
+                            timeout=datetime.timedelta(seconds=60))
     try:
         pairs = _copy_task(64)
-        sampler = TokenBatchSampler([len(t) for _, t in pairs], 100, num_replicas=world_size, rank=rank)
+        sampler = TokenBatchSampler([len(t) for _, t in pairs], 100, num_replicas=world_size,
+                                    rank=rank)
         loader = BatchLoader(pairs, sampler, PAD)
         model, opt, sched = _setup()
         ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -344,9 +362,10 @@ def _budget_worker(rank, world_size, store, out):
             calls[0] += 1
             return calls[0] * (1.0 if rank == 0 else 0.1)
 
-        hist = train(ddp, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=50, time_budget_s=1.5,
-                     log_every=2, device="cpu", progress=False, clock=clock)
-        torch.save({"hist": hist, "weights": [p.detach() for p in model.parameters()]}, f"{out}/rank{rank}.pt")
+        hist = train(ddp, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=50,
+                     time_budget_s=1.5, log_every=2, device="cpu", progress=False, clock=clock)
+        torch.save({"hist": hist, "weights": [p.detach() for p in model.parameters()]},
+                   f"{out}/rank{rank}.pt")
     finally:
         dist.destroy_process_group()
 
@@ -359,12 +378,14 @@ def test_data_parallel_processes_log_one_loss_and_stop_together(tmp_path):
     mp.spawn(_budget_worker, args=(2, str(tmp_path / "store"), str(tmp_path)), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
     assert [h["step"] for h in r0["hist"]] == [h["step"] for h in r1["hist"]] == [2]
-    assert r0["hist"][0]["loss"] == r1["hist"][0]["loss"] and r0["hist"][0]["tokens"] == r1["hist"][0]["tokens"]
+    assert (r0["hist"][0]["loss"] == r1["hist"][0]["loss"] and r0["hist"][0]["tokens"]
+            == r1["hist"][0]["tokens"])
     assert all(torch.equal(a, b) for a, b in zip(r0["weights"], r1["weights"]))
 
 
 class _PinnableBatch:
-    """Stands in for a Batch on a machine without CUDA: pin_memory and to() return the batch itself."""
+    """Stands in for a Batch on a machine without CUDA: pin_memory and to() return the batch
+    itself."""
 
     def pin_memory(self):
         return self
@@ -379,19 +400,21 @@ def _prefetch_threads():
 
 
 def test_prefetch_thread_stops_when_the_consumer_stops_after_the_producer_finished():
-    """The producer has put every batch (the queue is full) when the consumer stops early: the thread
-    must not wait forever to hand over its end marker."""
+    """The producer has put every batch (the queue is full) when the consumer stops early: the
+    thread must not wait forever to hand over its end marker."""
     import time
     import types
-    fake_cuda = types.SimpleNamespace(type="cuda")          # takes the background-thread path on any machine
+    fake_cuda = types.SimpleNamespace(type="cuda")          # takes the background-thread path on
+                                                            # any machine
     batches = engineering.prefetch(iter([_PinnableBatch(), _PinnableBatch()]), fake_cuda, depth=1)
     next(batches)
-    time.sleep(0.5)                 # room for the thread to queue the last batch and wait to add the end marker
+    time.sleep(0.5)     # room for the thread to queue the last batch and wait to add the end marker
     threads = _prefetch_threads()
     batches.close()                                         # the consumer stops early
     for t in threads:
         t.join(timeout=5.0)
-    assert threads and not [t for t in threads if t.is_alive()], "the prefetch thread is still blocked"
+    assert threads and not [t for t in threads
+                            if t.is_alive()], "the prefetch thread is still blocked"
 
 
 def test_background_reraises_the_producers_error_and_stops_early():
@@ -412,19 +435,24 @@ def test_background_reraises_the_producers_error_and_stops_early():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"max_steps": None, "time_budget_s": float("nan")}, "time_budget_s must be a finite number >= 0 or None, got nan"),
-    ({"max_steps": 2, "time_budget_s": float("inf")}, "time_budget_s must be a finite number >= 0 or None, got inf"),
+    ({"max_steps": None, "time_budget_s": float("nan")},
+     "time_budget_s must be a finite number >= 0 or None, got nan"),
+    ({"max_steps": 2, "time_budget_s": float("inf")},
+     "time_budget_s must be a finite number >= 0 or None, got inf"),
     ({"max_steps": 2, "time_budget_s": -1.0}, "time_budget_s must be a finite number >= 0"),
-    ({"max_steps": 2, "clip_grad_norm": float("nan")}, "clip_grad_norm must be a finite number > 0 or None, got nan"),
+    ({"max_steps": 2, "clip_grad_norm": float("nan")},
+     "clip_grad_norm must be a finite number > 0 or None, got nan"),
     ({"max_steps": 2, "clip_grad_norm": 0.0}, "clip_grad_norm must be a finite number > 0"),
 ])
 def test_train_numbers_that_are_not_numbers(kwargs, message):
-    """A NaN budget compares false with every clock reading: without the check, training never stops."""
+    """A NaN budget compares false with every clock reading: without the check, training never
+    stops."""
     pairs = _copy_task(8)
     loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
     model, opt, _ = _setup()
     with pytest.raises(ValueError, match=message):
-        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, device="cpu", progress=False, **kwargs)
+        train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, device="cpu", progress=False,
+              **kwargs)
 
 
 class _RecordingBar:
@@ -449,7 +477,8 @@ class _RecordingBar:
 
 @pytest.mark.parametrize("budget", [None, 5.5])
 def test_the_progress_bar_counts_seconds_against_a_time_budget(monkeypatch, budget):
-    """With a budget the bar's total is the budget in seconds (no step total with a meaningless ETA)."""
+    """With a budget the bar's total is the budget in seconds (no step total with a meaningless
+    ETA)."""
     import transformer_lib.training as training_module
     fake = _FakeTime()
     monkeypatch.setattr(engineering.time, "perf_counter", fake)
@@ -464,15 +493,16 @@ def test_the_progress_bar_counts_seconds_against_a_time_budget(monkeypatch, budg
         fake.t += 1.0
         return base_loss(logits, target)
 
-    train(model, loader, slow_loss, opt, sched, max_steps=500, time_budget_s=budget, log_every=4, device="cpu",
-          progress=True)
+    train(model, loader, slow_loss, opt, sched, max_steps=500, time_budget_s=budget, log_every=4,
+          device="cpu", progress=True)
     bar = _RecordingBar.made[-1]
     assert bar.closed
     if budget is None:
         assert bar.kwargs["total"] == 500 and bar.kwargs["unit"] == "step" and bar.n == 500
     else:
-        assert bar.kwargs["total"] == 5.5 and bar.kwargs["unit"] == "s" and "s of training" in bar.kwargs["bar_format"]
-        assert bar.n == 5.5 and bar.desc == "step 6"                # 6 updates of 1 s: stopped by the budget
+        assert (bar.kwargs["total"] == 5.5 and bar.kwargs["unit"] == "s"
+                and "s of training" in bar.kwargs["bar_format"])
+        assert bar.n == 5.5 and bar.desc == "step 6"       # 6 updates of 1 s: stopped by the budget
 
 
 def test_write_json_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
@@ -486,7 +516,8 @@ def test_write_json_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left"):
         engineering.write_json(tmp_path / "r.json", {"a": 2})
     monkeypatch.undo()
-    assert [p.name for p in tmp_path.iterdir()] == ["r.json"] and (tmp_path / "r.json").read_text() == '{\n  "a": 1\n}\n'
+    assert ([p.name for p in tmp_path.iterdir()] == ["r.json"] and (tmp_path / "r.json").read_text()
+            == '{\n  "a": 1\n}\n')
 
 
 def test_undo_on_error_removes_only_what_the_block_created(tmp_path):
@@ -499,8 +530,9 @@ def test_undo_on_error_removes_only_what_the_block_created(tmp_path):
                 (run_dir / "tokenizer.json").write_text("{}")
                 (run_dir / "keep.json").write_text("{}")
                 raise KeyError("late failure")
-    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["old", "old/keep.json"]
-    with engineering.undo_on_error(tmp_path / "fine", ["x"]):             # no error: nothing is undone
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["old",
+                                                                                 "old/keep.json"]
+    with engineering.undo_on_error(tmp_path / "fine", ["x"]):          # no error: nothing is undone
         (tmp_path / "fine").mkdir()
     assert (tmp_path / "fine").is_dir()
 

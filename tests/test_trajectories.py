@@ -5,9 +5,11 @@ the code of commit c566d34 by tests/fixtures/record_trajectories_before_issue16.
 
 Bit for bit holds on the machine the fixture was recorded on. Another CPU's kernels round the last
 bits of float32 differently: on an AMD EPYC (Zen 4, AVX-512) the capstone's losses differ from the
-fixture by at most 8e-8 relative, with the code the fixture was recorded from as with today's. So the comparison allows
+fixture by at most 8e-8 relative, with the code the fixture was recorded from as with today's. So
+the comparison allows
 REL = 1e-6 relative, which any change in the arithmetic (another initialisation, dropout mask, batch
-order or update) exceeds by orders of magnitude; the learning rates are plain Python and stay exact."""
+order or update) exceeds by orders of magnitude; the learning rates are plain Python and stay
+exact."""
 import json
 import os
 from pathlib import Path
@@ -25,7 +27,8 @@ REL = 1e-6
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "trajectories.json").read_text())
 DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists()) and not os.environ.get("CI"),
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
+                                and not os.environ.get("CI"),
                                 reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 
@@ -52,7 +55,8 @@ def test_char_model_loss_trajectory_is_unchanged(one_thread, monkeypatch):
     tok = cm.CharTokenizer(text)
     train_ids, val_ids = (tok.encode(part) for part in cm.split_text(text))
     torch.manual_seed(0)
-    model = cm.CharModel.from_config(cm.CharModelConfig.cpu(tok.vocab_size, block_size=16, d_model=32, dropout=0.1))
+    model = cm.CharModel.from_config(cm.CharModelConfig.cpu(tok.vocab_size, block_size=16,
+                                                            d_model=32, dropout=0.1))
     seen, cross_entropy = [], F.cross_entropy
 
     def spy(*args, **kwargs):                 # every training loss, as the fixture recorded them
@@ -62,10 +66,14 @@ def test_char_model_loss_trajectory_is_unchanged(one_thread, monkeypatch):
         return out
 
     monkeypatch.setattr(F, "cross_entropy", spy)
-    history = cm.train_char_model(model, train_ids, val_ids, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
-                                  max_steps=20, eval_every_steps=5, eval_batches=2, seed=0, log=None)
+    history = cm.train_char_model(model, train_ids, val_ids, batch_size=8, lr=3e-3, min_lr=3e-4,
+                                  warmup_steps=5,
+                                  max_steps=20, eval_every_steps=5, eval_batches=2, seed=0,
+                                  log=None)
     assert seen == pytest.approx(want["losses"], rel=REL, abs=0)
     assert [h["step"] for h in history] == [e["step"] for e in want["evals"]]
     assert [h["lr"] for h in history] == [e["lr"] for e in want["evals"]]
-    assert [h["val_loss"] for h in history] == pytest.approx([e["val_loss"] for e in want["evals"]], rel=REL, abs=0)
-    assert float(sum(p.detach().double().sum() for p in model.parameters())) == pytest.approx(want["weight_sum"], rel=REL)
+    assert [h["val_loss"] for h in history] == pytest.approx([e["val_loss"] for e in want["evals"]],
+                                                             rel=REL, abs=0)
+    assert (float(sum(p.detach().double().sum() for p in model.parameters()))
+            == pytest.approx(want["weight_sum"], rel=REL))

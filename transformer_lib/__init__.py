@@ -15,17 +15,17 @@ chapter 13 is ``transformer_lib.training.train``.
 
 __version__ = "0.1.0"
 
-# --- Chapter 01: self-attention with no parameters -------------------------------------------------
+# --- Chapter 01: self-attention with no parameters ------------------------------------------------
 from .self_attention import basic_self_attention
 
-# --- Part I: attention (chapters 02-05) ---------------------------------------------------------------
+# --- Part I: attention (chapters 02-05) -----------------------------------------------------------
 # isort: split
 from .attention import scaled_dot_product_attention
 from .interop import from_torch
 from .masking import make_causal_mask, make_padding_mask
 from .multi_head_attention import MultiHeadAttention, count_parameters
 
-# --- Part II: the Transformer (chapters 06-12) ----------------------------------------------------------
+# --- Part II: the Transformer (chapters 06-12) ----------------------------------------------------
 # isort: split
 from .decoder import Decoder, DecoderLayer, reorder_cache
 from .encoder import Encoder, EncoderLayer
@@ -34,7 +34,7 @@ from .layer_norm import LayerNorm, ResidualConnection
 from .model import Transformer, TransformerConfig
 from .positional import LearnedPositionalEmbedding, PositionalEncoding, sinusoidal_encoding
 
-# --- Part III: training and decoding (chapters 13-16) -----------------------------------------------------
+# --- Part III: training and decoding (chapters 13-16) ---------------------------------------------
 # isort: split
 from .decoding import beam_search, greedy_decode, length_penalty
 from .optimization import (
@@ -48,7 +48,7 @@ from .optimization import (
     warmup_lr,
 )
 
-# --- Loaded on first use (they import matplotlib, tokenizers, ... ) -----------------------------------------
+# --- Loaded on first use (they import matplotlib, tokenizers, ... ) -------------------------------
 _LAZY = {
     "plot_attention": "plotting",
     "plot_attention_heads": "plotting",
@@ -106,7 +106,8 @@ def _installed(module: str) -> bool:
     return module not in _NEEDS or importlib.util.find_spec(_NEEDS[module][0]) is not None
 
 
-# `from transformer_lib import *` leaves out the names whose extra is not installed, so a core install
-# (torch only) can star-import.
-__all__ = [n for n in dir() if not n.startswith("_")] + [n for n, m in _LAZY.items() if _installed(m)] + \
-    [n for n in sorted(_SUBMODULES) if _installed(n)]
+# `from transformer_lib import *` leaves out the names whose extra is not installed, so a core
+# install (torch only) can star-import.
+__all__ = ([n for n in dir() if not n.startswith("_")]
+           + [n for n, m in _LAZY.items() if _installed(m)]
+           + [n for n in sorted(_SUBMODULES) if _installed(n)])

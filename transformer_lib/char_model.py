@@ -2,8 +2,8 @@
 
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #236a681f
 """A character-level, decoder-only language model built from this package's layers (after nanoGPT).
-The solution of exercise 3 (notebooks/exercises/solutions/ex3_char_model_solution.ipynb), its checkers,
-and what exercise 5 reuses. Not in the paper. Needs the [nlp] extra (tqdm)."""
+The solution of exercise 3 (notebooks/exercises/solutions/ex3_char_model_solution.ipynb), its
+checkers, and what exercise 5 reuses. Not in the paper. Needs the [nlp] extra (tqdm)."""
 from __future__ import annotations
 
 import math
@@ -14,6 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from transformer_lib.training import (
+    RandomWindows,
+    evaluate_loss,
+    lm_cross_entropy,
+    lm_forward,
+    train,
+)
+
 from .encoder import EncoderLayer
 from .engineering import TrainingClock
 from .exercises import WrongAnswer, checker
@@ -21,7 +29,6 @@ from .layer_norm import LayerNorm
 from .multi_head_attention import MultiHeadAttention
 from .optimization import CosineSchedule, adamw
 from .positional import PositionalEncoding
-from .training import RandomWindows, evaluate_loss, lm_cross_entropy, lm_forward, train
 
 # %% auto #0
 __all__ = ['TINY_SHAKESPEARE_CHARS', 'BIGRAM_ENTROPY_NATS', 'split_text', 'CharTokenizer', 'CharModelConfig', 'CharModel',
@@ -55,7 +62,8 @@ class CharTokenizer:
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #4b9a121e
 @dataclass
 class CharModelConfig:
-    """Sizes of a CharModel. Defaults: the reference GPU configuration (nanoGPT's shakespeare_char)."""
+    """Sizes of a CharModel. Defaults: the reference GPU configuration (nanoGPT's
+    shakespeare_char)."""
 
     vocab_size: int = 65
     block_size: int = 256        # context length
@@ -67,32 +75,37 @@ class CharModelConfig:
     @classmethod
     def cpu(cls, vocab_size: int = 65, **overrides) -> CharModelConfig:
         """A tiny configuration that trains in seconds on a CPU (for CI and the book)."""
-        return cls(**{"vocab_size": vocab_size, "block_size": 64, "d_model": 64, "n_heads": 4, "n_layers": 2,
-                      "dropout": 0.0, **overrides})
+        return cls(**{"vocab_size": vocab_size, "block_size": 64, "d_model": 64, "n_heads": 4,
+                      "n_layers": 2, "dropout": 0.0, **overrides})
 
 
 class CharModel(nn.Module):
-    """Decoder-only Transformer over characters: forward(idx (B, T)) -> logits (B, T, vocab_size), T <= block_size."""
+    """Decoder-only Transformer over characters: forward(idx (B, T)) -> logits (B, T, vocab_size), T
+    <= block_size."""
 
     def __init__(self, vocab_size: int, block_size: int, d_model: int, n_heads: int, n_layers: int,
                  dropout: float = 0.0, positional: str = "learned"):
         super().__init__()
         if positional not in ("learned", "sinusoidal", "none"):
-            raise ValueError(f"positional must be 'learned', 'sinusoidal' or 'none', got {positional!r}")
+            raise ValueError("positional must be 'learned', 'sinusoidal' or 'none', got "
+                             f"{positional!r}")
         self.vocab_size, self.block_size, self.positional = vocab_size, block_size, positional
         self.tok_embed = nn.Embedding(vocab_size, d_model)
         self.pos_embed = nn.Embedding(block_size, d_model) if positional == "learned" else None
-        self.sinusoids = PositionalEncoding(d_model, block_size) if positional == "sinusoidal" else None
+        self.sinusoids = PositionalEncoding(d_model,
+                                            block_size) if positional == "sinusoidal" else None
         self.drop = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, 4 * d_model, dropout, norm_first=True, attn_dropout=dropout)
+            EncoderLayer(d_model, n_heads, 4 * d_model, dropout, norm_first=True,
+                         attn_dropout=dropout)
             for _ in range(n_layers))
         self.norm = LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.tok_embed.weight                     # tied (§3.4)
         for name, p in self.named_parameters():
             if p.dim() == 2:
-                std = 0.02 / math.sqrt(2 * n_layers) if name.endswith(("out_proj.weight", "w_2.weight")) else 0.02
+                std = (0.02 / math.sqrt(2 * n_layers)
+                       if name.endswith(("out_proj.weight", "w_2.weight")) else 0.02)
                 nn.init.normal_(p, std=std)
             elif name.endswith("bias") and "norm" not in name:
                 nn.init.zeros_(p)
@@ -100,11 +113,13 @@ class CharModel(nn.Module):
     @classmethod
     def from_config(cls, config: CharModelConfig, **kwargs) -> CharModel:
         c = config
-        return cls(c.vocab_size, c.block_size, c.d_model, c.n_heads, c.n_layers, c.dropout, **kwargs)
+        return cls(c.vocab_size, c.block_size, c.d_model, c.n_heads, c.n_layers, c.dropout,
+                   **kwargs)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         if idx.dim() != 2 or idx.shape[1] > self.block_size:
-            raise ValueError(f"idx must have shape (B, T) with T <= block_size={self.block_size}, got {tuple(idx.shape)}")
+            raise ValueError(f"idx must have shape (B, T) with T <= block_size={self.block_size}, "
+                             f"got {tuple(idx.shape)}")
         T = idx.shape[1]
         x = self.tok_embed(idx)                                      # (B, T, d_model)
         if self.pos_embed is not None:
@@ -112,7 +127,7 @@ class CharModel(nn.Module):
         elif self.sinusoids is not None:
             x = self.sinusoids(x)
         x = self.drop(x)
-        for block in self.blocks:                                    # causal: mask = make_causal_mask(T), by name
+        for block in self.blocks:                      # causal: mask = make_causal_mask(T), by name
             x = block(x, is_causal=True)                             # (B, T, d_model)
         return self.head(self.norm(x))                               # (B, T, vocab_size)
 
@@ -120,7 +135,8 @@ class CharModel(nn.Module):
 @torch.no_grad()
 def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              generator: torch.Generator | None = None) -> torch.Tensor:
-    """Append `max_new_tokens` tokens to idx (B, T), each drawn from softmax(logits[:, -1] / temperature)."""
+    """Append `max_new_tokens` tokens to idx (B, T), each drawn from softmax(logits[:, -1] /
+    temperature)."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     for _ in range(max_new_tokens):
@@ -130,44 +146,55 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperatu
     return idx
 
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #e7ecd4bd
-def estimate_loss(model: nn.Module, data: torch.Tensor, block_size: int, batch_size: int, n_batches: int,
-                  amp_dtype: torch.dtype | None = None, seed: int = 1234) -> float:
-    """Mean cross-entropy (nats per character) over `n_batches` random windows (fixed seed), in eval mode."""
+def estimate_loss(model: nn.Module, data: torch.Tensor, block_size: int, batch_size: int,
+                  n_batches: int, amp_dtype: torch.dtype | None = None, seed: int = 1234) -> float:
+    """Mean cross-entropy (nats per character) over `n_batches` random windows (fixed seed), in eval
+    mode."""
     windows = RandomWindows(data, block_size, batch_size, seed=seed, n_batches=n_batches)
     return evaluate_loss(model, windows, lm_cross_entropy, device=data.device, amp_dtype=amp_dtype,
                          forward=lm_forward, per_token=False)
 
 
-def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.Tensor, *, batch_size: int,
-                     lr: float = 1e-3, min_lr: float = 1e-4, warmup_steps: int = 100, max_steps: int | None = None,
-                     time_budget_s: float | None = None, weight_decay: float = 0.1, betas=(0.9, 0.99),
-                     grad_clip: float = 1.0, eval_every_steps: int | None = None, eval_every_s: float | None = None,
+def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.Tensor, *,
+                     batch_size: int,
+                     lr: float = 1e-3, min_lr: float = 1e-4, warmup_steps: int = 100,
+                     max_steps: int | None = None,
+                     time_budget_s: float | None = None, weight_decay: float = 0.1,
+                     betas=(0.9, 0.99),
+                     grad_clip: float = 1.0, eval_every_steps: int | None = None,
+                     eval_every_s: float | None = None,
                      eval_batches: int = 200, amp_dtype: torch.dtype | None = None, seed: int = 0,
                      log: Callable[[str], None] | None = print) -> list[dict]:
-    """Train until max_steps or time_budget_s (seconds of training, evaluation excluded); returns the evaluations.
+    """Train until max_steps or time_budget_s (seconds of training, evaluation excluded); returns
+    the evaluations.
 
-    The loop is chapter 13's `train` with the decoder-only hook (`lm_forward`); the cosine schedule's
-    progress is step / max_steps, or the fraction of time_budget_s spent when a budget is given.
-    Data and model must be on the same device. Each record: step, train_s (training seconds so
-    far), lr (of the last update), val_loss.
+    The loop is chapter 13's `train` with the decoder-only hook (`lm_forward`); the cosine
+    schedule's progress is step / max_steps, or the fraction of time_budget_s spent when a budget is
+    given. Data and model must be on the same device. Each record: step, train_s (training seconds
+    so far), lr (of the last update), val_loss.
     """
     if (max_steps is None) == (time_budget_s is None):
         raise ValueError("give exactly one of max_steps and time_budget_s")
     device = train_ids.device
     optimizer = adamw(model, lr, weight_decay=weight_decay, betas=betas)
     clock = TrainingClock(device)
-    progress = (lambda k: k / max_steps) if max_steps else (lambda k: min(1.0, clock.last / time_budget_s))
+    progress = (lambda k: k
+                / max_steps) if max_steps else (lambda k: min(1.0, clock.last / time_budget_s))
     scheduler = CosineSchedule(optimizer, lr, min_lr, warmup_steps, progress)
     torch.manual_seed(seed)
     history: list[dict] = []
-    state = {"step": 0, "lr": optimizer.param_groups[0]["lr"], "next_lr": optimizer.param_groups[0]["lr"]}
+    state = {"step": 0, "lr": optimizer.param_groups[0]["lr"],
+             "next_lr": optimizer.param_groups[0]["lr"]}
 
     def evaluate() -> None:
-        with clock.paused() as train_s:                                 # evaluation is not training time
-            val = estimate_loss(model, val_ids, model.block_size, batch_size, eval_batches, amp_dtype)
-        history.append({"step": state["step"], "train_s": train_s, "lr": state["lr"], "val_loss": val})
+        with clock.paused() as train_s:                            # evaluation is not training time
+            val = estimate_loss(model, val_ids, model.block_size, batch_size, eval_batches,
+                                amp_dtype)
+        history.append({"step": state["step"], "train_s": train_s, "lr": state["lr"],
+                        "val_loss": val})
         if log:
-            log(f"step {state['step']:6d}  train {train_s:7.1f} s  lr {state['lr']:.2e}  val loss {val:.4f}")
+            log(f"step {state['step']:6d}  train {train_s:7.1f} s  lr {state['lr']:.2e}  val loss "
+                f"{val:.4f}")
 
     def after_step(step: int) -> None:
         state.update(step=step, lr=state["next_lr"], next_lr=optimizer.param_groups[0]["lr"])
@@ -176,56 +203,68 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
                 (eval_every_s and clock.last - last_eval_s >= eval_every_s):
             evaluate()
 
-    train(model, RandomWindows(train_ids, model.block_size, batch_size, seed=seed), lm_cross_entropy, optimizer,
-          scheduler, max_steps=max_steps, time_budget_s=time_budget_s, clip_grad_norm=grad_clip or None,
-          device=device, amp=amp_dtype, progress=False, callback=after_step, clock=clock, forward=lm_forward)
+    train(model, RandomWindows(train_ids, model.block_size, batch_size, seed=seed),
+          lm_cross_entropy, optimizer,
+          scheduler, max_steps=max_steps, time_budget_s=time_budget_s, clip_grad_norm=grad_clip
+          or None,
+          device=device, amp=amp_dtype, progress=False, callback=after_step, clock=clock,
+          forward=lm_forward)
     if not history or history[-1]["step"] != state["step"]:            # the end of a time budget
         evaluate()
     return history
 
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #04daff79
 TINY_SHAKESPEARE_CHARS = 1_115_394
-BIGRAM_ENTROPY_NATS = 2.45     # H(next char | previous char) on the training 90% (computed in the solution)
+BIGRAM_ENTROPY_NATS = 2.45     # H(next char | previous char) on the training 90%
+                               # (computed in the solution)
 
 
 @checker("Exercise 3 (train/validation split)")
 def check_split(train_text: str, val_text: str) -> str:
-    """The standard split: the first 90% of the characters for training, the last 10% for validation."""
+    """The standard split: the first 90% of the characters for training, the last 10% for
+    validation."""
     from transformer_lib.data import load_tiny_shakespeare
     text = load_tiny_shakespeare()
     n = int(0.9 * len(text))
     if not isinstance(train_text, str) or not isinstance(val_text, str):
-        raise WrongAnswer("train_text and val_text must be strings", "slice the text: text[:n] and text[n:].")
+        raise WrongAnswer("train_text and val_text must be strings",
+                          "slice the text: text[:n] and text[n:].")
     if len(train_text) + len(val_text) != len(text):
-        raise WrongAnswer(f"the two parts have {len(train_text):,} + {len(val_text):,} characters, not {len(text):,}",
+        raise WrongAnswer(f"the two parts have {len(train_text):,} + {len(val_text):,} characters, "
+                          f"not {len(text):,}",
                      "the parts must not overlap and must cover the whole text.")
     if len(train_text) != n:
         raise WrongAnswer(f"the training part has {len(train_text):,} characters, not 90% = {n:,}",
                      "n = int(0.9 * len(text)).")
     if train_text != text[:n] or val_text != text[n:]:
         raise WrongAnswer("the parts have the right sizes but not the right characters",
-                     "split without shuffling: consecutive text, training first (the validation part is "
-                     "the end of the play collection).")
-    return f"train {len(train_text):,} characters, validation {len(val_text):,} (the standard 90/10 split)."
+                     "split without shuffling: consecutive text, training first (the validation "
+                     "part is the end of the play collection).")
+    return (f"train {len(train_text):,} characters, validation {len(val_text):,} (the standard "
+            "90/10 split).")
 
 
 def _char_model_instance(CharModel, vocab_size=11, block_size=16):
-    return CharModel(vocab_size=vocab_size, block_size=block_size, d_model=32, n_heads=4, n_layers=2, dropout=0.0)
+    return CharModel(vocab_size=vocab_size, block_size=block_size, d_model=32, n_heads=4,
+                     n_layers=2, dropout=0.0)
 
 
 @checker("Exercise 3 (decoder-only model)")
 def check_char_model(CharModel) -> str:
-    """CharModel(vocab_size, block_size, d_model, n_heads, n_layers, dropout): causal, uses context, logits (B, T, V)."""
+    """CharModel(vocab_size, block_size, d_model, n_heads, n_layers, dropout): causal, uses context,
+    logits (B, T, V)."""
     if CharModel is None:
         raise WrongAnswer("CharModel is None", "write the class.")
     torch.manual_seed(0)
     model = _char_model_instance(CharModel).eval()
     if getattr(model, "block_size", None) != 16:
         raise WrongAnswer("the model has no attribute block_size (or a wrong one)",
-                     "store self.block_size = block_size: the sampler needs it to crop the context.")
+                          "store self.block_size = block_size: the sampler needs it to crop the "
+                          "context.")
     if not any(isinstance(m, MultiHeadAttention) for m in model.modules()):
         raise WrongAnswer("the model contains no transformer_lib MultiHeadAttention",
-                     "build the blocks from transformer_lib (e.g. EncoderLayer with a causal mask).")
+                          "build the blocks from transformer_lib (e.g. EncoderLayer with a causal "
+                          "mask).")
     g = torch.Generator().manual_seed(0)
     idx = torch.randint(0, 11, (2, 16), generator=g)
     with torch.no_grad():
@@ -233,19 +272,22 @@ def check_char_model(CharModel) -> str:
         if isinstance(logits, tuple):
             logits = logits[0]
         if tuple(logits.shape) != (2, 16, 11):
-            raise WrongAnswer(f"logits have shape {tuple(logits.shape)} for idx of shape (2, 16) and 11 characters",
+            raise WrongAnswer(f"logits have shape {tuple(logits.shape)} for idx of shape (2, 16) "
+                              "and 11 characters",
                          "return logits of shape (B, T, vocab_size).")
         short = model(idx[:, :5])
         short = short[0] if isinstance(short, tuple) else short
         if tuple(short.shape) != (2, 5, 11):
             raise WrongAnswer("the model fails on a sequence shorter than block_size",
-                         "build the causal mask and the positions for the actual length T = idx.shape[1].")
+                         "build the causal mask and the positions for the actual length T = "
+                         "idx.shape[1].")
         future = idx.clone()
         future[:, 8:] = (future[:, 8:] + 1) % 11
         changed = model(future)
         changed = changed[0] if isinstance(changed, tuple) else changed
         if not torch.allclose(logits[:, :8], changed[:, :8], atol=1e-5):
-            raise WrongAnswer("the logits at position t change when a later token changes: the model sees the future",
+            raise WrongAnswer("the logits at position t change when a later token changes: the "
+                              "model sees the future",
                          "pass make_causal_mask(T) (True = may attend) as the mask of every block.")
         past = idx.clone()
         past[:, 0] = (past[:, 0] + 1) % 11
@@ -253,21 +295,24 @@ def check_char_model(CharModel) -> str:
         changed = changed[0] if isinstance(changed, tuple) else changed
         if torch.allclose(logits[:, 4:], changed[:, 4:], atol=1e-6):
             raise WrongAnswer("the logits at t ≥ 4 do not depend on the token at position 0",
-                         "each position must attend to all earlier ones (lower-triangular mask, diagonal included).")
+                         "each position must attend to all earlier ones (lower-triangular mask, "
+                         "diagonal included).")
         _check_attends_to_itself(model, idx)
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     heads = [m for m in model.modules() if isinstance(m, nn.Linear) and m.out_features == 11]
     if heads and not any(id(m.weight) in embeddings for m in heads):
         raise WrongAnswer("the output layer is not tied to the token embedding",
                      "share one matrix between them (§3.4): after creating both, set "
-                     "self.head.weight = self.tok_embed.weight (head = nn.Linear(d_model, vocab_size, bias=False)).")
-    return ("logits (B, T, V); causal (the future does not leak); the past is used; every position attends to "
-            "itself and the positions before it; output layer tied to the embedding.")
+                     "self.head.weight = self.tok_embed.weight (head = nn.Linear(d_model, "
+                     "vocab_size, bias=False)).")
+    return ("logits (B, T, V); causal (the future does not leak); the past is used; every position "
+            "attends to itself and the positions before it; output layer tied to the embedding.")
 
 
 def _check_attends_to_itself(model: nn.Module, idx: torch.Tensor) -> None:
-    """Read the attention weights of every MultiHeadAttention: a mask without its diagonal (an off-by-one
-    in the causal mask) leaves the residual path to carry token t, so only the weights show it."""
+    """Read the attention weights of every MultiHeadAttention: a mask without its diagonal (an
+    off-by-one in the causal mask) leaves the residual path to carry token t, so only the weights
+    show it."""
     attns = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     before = [m.need_weights for m in attns]
     for m in attns:
@@ -283,10 +328,12 @@ def _check_attends_to_itself(model: nn.Module, idx: torch.Tensor) -> None:
         if w is None or tuple(w.shape[-2:]) != (T, T):
             continue
         if (w.diagonal(dim1=-2, dim2=-1) == 0).all():
-            raise WrongAnswer("no position attends to itself: the mask leaves out the diagonal (an off-by-one in the "
+            raise WrongAnswer("no position attends to itself: the mask leaves out the diagonal (an "
+                              "off-by-one in the "
                          "causal mask; position 0 then attends to nothing at all)",
-                         "position t may attend to positions 0..t, itself included: make_causal_mask(T), "
-                         "the lower triangle with its diagonal (True = may attend).")
+                         "position t may attend to positions 0..t, itself included: "
+                         "make_causal_mask(T), the lower triangle with its diagonal (True = may "
+                         "attend).")
 
 
 class _TooLong(ValueError):
@@ -294,7 +341,8 @@ class _TooLong(ValueError):
 
 
 class _FixedLogitsModel(nn.Module):
-    """Stand-in for a language model: logits depend only on the last position's index; inputs longer than block_size fail."""
+    """Stand-in for a language model: logits depend only on the last position's index; inputs longer
+    than block_size fail."""
 
     def __init__(self, block_size: int = 8):
         super().__init__()
@@ -308,7 +356,8 @@ class _FixedLogitsModel(nn.Module):
         B, T = idx.shape
         if T > self.block_size:
             raise _TooLong(f"idx has {T} positions but block_size is {self.block_size}")
-        return torch.stack([self.logits_at(t) for t in range(T)]).expand(B, T, 5).clone()   # (B, T, 5)
+        # (B, T, 5)
+        return torch.stack([self.logits_at(t) for t in range(T)]).expand(B, T, 5).clone()
 
 
 def _empirical(generate, model, prompt_len: int, temperature: float, n: int = 4000) -> torch.Tensor:
@@ -317,29 +366,33 @@ def _empirical(generate, model, prompt_len: int, temperature: float, n: int = 40
     try:
         out = generate(model, idx, 1, temperature=temperature)
     except _TooLong:
-        raise WrongAnswer(f"the model was given all {prompt_len} tokens of the context, more than its block_size "
+        raise WrongAnswer(f"the model was given all {prompt_len} tokens of the context, more than "
+                          "its block_size "
                      f"({model.block_size})",
-                     "crop the context to the last model.block_size tokens before each forward pass: "
-                     "idx[:, -model.block_size:].") from None
+                     "crop the context to the last model.block_size tokens before each forward "
+                     "pass: idx[:, -model.block_size:].") from None
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (n, prompt_len + 1):
         raise WrongAnswer(f"generate(model, idx of shape ({n}, {prompt_len}), 1) returned "
                      f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}",
                      "return idx with the new tokens appended: shape (B, T + max_new_tokens).")
     if not torch.equal(out[:, :prompt_len], idx):
-        raise WrongAnswer("the prompt is not kept at the start of the output", "append with torch.cat([idx, next], dim=1).")
+        raise WrongAnswer("the prompt is not kept at the start of the output",
+                          "append with torch.cat([idx, next], dim=1).")
     return torch.bincount(out[:, -1], minlength=5).float() / n
 
 
 @checker("Exercise 3 (sampling with temperature)")
 def check_sampling(generate) -> str:
-    """`generate(model, idx, max_new_tokens, temperature=1.0)`: sample from softmax(logits[:, -1] / temperature)."""
+    """`generate(model, idx, max_new_tokens, temperature=1.0)`: sample from softmax(logits[:, -1] /
+    temperature)."""
     model = _FixedLogitsModel(block_size=8)
     try:
         long_run = generate(model, torch.zeros(2, 3, dtype=torch.long), 12, temperature=1.0)
     except _TooLong:
-        raise WrongAnswer("after a few new tokens the context grew longer than the model's block_size",
-                     "crop the context to the last model.block_size tokens before each forward pass: "
-                     "idx[:, -model.block_size:].") from None
+        raise WrongAnswer("after a few new tokens the context grew longer than the model's "
+                          "block_size",
+                     "crop the context to the last model.block_size tokens before each forward "
+                     "pass: idx[:, -model.block_size:].") from None
     if long_run is None or tuple(long_run.shape) != (2, 15):
         raise WrongAnswer(f"generating 12 tokens after a prompt of 3 gave "
                      f"{None if long_run is None else tuple(long_run.shape)}, expected (2, 15)",
@@ -349,7 +402,7 @@ def check_sampling(generate) -> str:
         t_last = min(prompt_len, model.block_size) - 1
         z = model.logits_at(t_last)
         want = torch.softmax(z / tau, -1)
-        if (freq - want).abs().sum() / 2 < 0.04:      # total variation distance; sampling noise ~0.01
+        if (freq - want).abs().sum() / 2 < 0.04:    # total variation distance; sampling noise ~0.01
             continue
         if (freq - torch.softmax(model.logits_at(0) / tau, -1)).abs().sum() / 2 < 0.04:
             raise WrongAnswer("the next token is drawn from the logits of the first position",
@@ -363,15 +416,19 @@ def check_sampling(generate) -> str:
         if freq.max() > 0.99:
             raise WrongAnswer("the sampler always picks the same token (greedy decoding)",
                          "draw with torch.multinomial(torch.softmax(logits / temperature, -1), 1).")
-        raise WrongAnswer(f"at temperature {tau} the token frequencies {[round(v, 3) for v in freq.tolist()]} differ from "
+        raise WrongAnswer(f"at temperature {tau} the token frequencies "
+                          f"{[round(v, 3) for v in freq.tolist()]} differ from "
                      f"softmax(z / τ) = {[round(v, 3) for v in want.tolist()]}",
                      "sample from softmax(logits[:, -1] / temperature).")
-    return "samples follow softmax(z / τ) at τ = 0.5, 1, 2 (4,000 draws each); the context is cropped to block_size."
+    return ("samples follow softmax(z / τ) at τ = 0.5, 1, 2 (4,000 draws each); the context is "
+            "cropped to block_size.")
 
 
 @checker("Exercise 3 (trained model)")
-def check_char_model_trained(model: nn.Module, val_ids: torch.Tensor, block_size: int, n_windows: int = 16) -> str:
-    """The trained model's validation loss (on `n_windows` fixed windows) must beat the bigram entropy (2.45 nats)."""
+def check_char_model_trained(model: nn.Module, val_ids: torch.Tensor, block_size: int,
+                             n_windows: int = 16) -> str:
+    """The trained model's validation loss (on `n_windows` fixed windows) must beat the bigram
+    entropy (2.45 nats)."""
     if model is None:
         raise WrongAnswer("no trained model", "train your CharModel first.")
     val_ids = torch.as_tensor(val_ids)
@@ -386,7 +443,10 @@ def check_char_model_trained(model: nn.Module, val_ids: torch.Tensor, block_size
         logits = logits[0] if isinstance(logits, tuple) else logits
         loss = F.cross_entropy(logits.float().flatten(0, 1), y.to(device).flatten()).item()
     if loss < BIGRAM_ENTROPY_NATS:
-        return (f"validation loss {loss:.3f} nats/char < {BIGRAM_ENTROPY_NATS} (the best any bigram model can do "
-                "on the training text): the model uses more than the previous character.")
-    raise WrongAnswer(f"validation loss {loss:.3f} nats/char is not below the bigram entropy {BIGRAM_ENTROPY_NATS}",
-                 "train longer or with a higher learning rate; check the targets are the inputs shifted by one.")
+        return (f"validation loss {loss:.3f} nats/char < {BIGRAM_ENTROPY_NATS} (the best any "
+                "bigram model can do on the training text): the model uses more than the previous "
+                "character.")
+    raise WrongAnswer(f"validation loss {loss:.3f} nats/char is not below the bigram entropy "
+                      f"{BIGRAM_ENTROPY_NATS}",
+                 "train longer or with a higher learning rate; check the targets are the inputs "
+                 "shifted by one.")

@@ -2,8 +2,8 @@
 
 # %% ../notebooks/06_positional_encoding.ipynb #cc4e6d7f
 """Positional encodings: the paper's sinusoids (section 3.5) and learned position embeddings.
-Chapter 06 (notebooks/06_positional_encoding.ipynb): the sinusoid table and why PE[pos + k] is a rotation of
-PE[pos]; learned positions as in Table 3, row (E); dropout on the sum (section 5.4). Needs only PyTorch."""
+Chapter 06 (notebooks/06_positional_encoding.ipynb): the sinusoid table, PE[pos + k] as a rotation
+of PE[pos]; learned positions (Table 3, row E); dropout on the sum (5.4). Needs only PyTorch."""
 from __future__ import annotations
 
 import torch
@@ -16,7 +16,8 @@ __all__ = ['sinusoidal_encoding', 'pe_shift_matrix', 'pe_dot_product', 'Position
 def _frequencies(d_model: int, device=None) -> torch.Tensor:
     """omega_i = 10000^(-2i/d_model) for i = 0 .. d_model/2 - 1 (§3.5), float64."""
     if not isinstance(d_model, int) or d_model <= 0 or d_model % 2:
-        raise ValueError(f"d_model must be a positive even integer (sin/cos pairs), got {d_model!r}")
+        raise ValueError("d_model must be a positive even integer (sin/cos pairs), "
+                         f"got {d_model!r}")
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)   # 2i = 0, 2, ..., d-2
     return 10000.0 ** (-two_i / d_model)                                       # (d/2,)
 
@@ -31,14 +32,15 @@ def sinusoidal_encoding(max_len: int, d_model: int, dtype: torch.dtype = torch.f
     pos = torch.arange(max_len, dtype=torch.float64, device=device)[:, None]    # (max_len, 1)
     angle = pos * omega                                                         # (max_len, d/2)
     pe = torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1)              # (max_len, d/2, 2)
-    return pe.flatten(-2).to(dtype)                                             # (max_len, d): sin, cos, sin, ...
+    return pe.flatten(-2).to(dtype)                               # (max_len, d): sin, cos, sin, ...
 
 # %% ../notebooks/06_positional_encoding.ipynb #8d51ee37
 def pe_shift_matrix(k: int, d_model: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """R_k: the (d_model, d_model) block-diagonal rotation with PE[pos + k] = R_k @ PE[pos]."""
     theta = _frequencies(d_model) * k                                 # (d/2,): omega_i * k
     c, s = torch.cos(theta), torch.sin(theta)
-    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)   # (d/2, 2, 2): R(-omega_i k)
+    # (d/2, 2, 2): R(-omega_i k)
+    blocks = torch.stack([torch.stack([c, s], -1), torch.stack([-s, c], -1)], -2)
     return torch.block_diag(*blocks).to(dtype)                        # (d, d)
 
 
@@ -50,7 +52,8 @@ def pe_dot_product(k: int, d_model: int) -> float:
 class PositionalEncoding(nn.Module):
     """Fixed sinusoidal positions (§3.5): x + PE[offset : offset + L], then dropout (§5.4).
 
-    x: (..., L, d_model) -> (..., L, d_model). The table is a non-persistent buffer of shape (max_len, d_model).
+    x: (..., L, d_model) -> (..., L, d_model). The table is a non-persistent buffer of shape
+    (max_len, d_model).
     """
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
@@ -61,11 +64,13 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         _check_positions(self, x, offset)                   # see "The checks" below
-        return self.dropout(x + self.pe[offset:offset + x.size(-2)].to(x.dtype))   # (..., L, d_model)
+        # (..., L, d_model)
+        return self.dropout(x + self.pe[offset:offset + x.size(-2)].to(x.dtype))
 
 # %% ../notebooks/06_positional_encoding.ipynb #2d94c17a
 class LearnedPositionalEmbedding(nn.Module):
-    """Learned positions (Table 3, row E): x + P[offset : offset + L] with P a (max_len, d_model) parameter, then dropout."""
+    """Learned positions (Table 3, row E): x + P[offset : offset + L] with P a (max_len, d_model)
+    parameter, then dropout."""
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
         super().__init__()
@@ -75,7 +80,8 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         _check_positions(self, x, offset)                   # see "The checks" below
-        return self.dropout(x + self.weight[offset:offset + x.size(-2)].to(x.dtype))   # (..., L, d_model)
+        # (..., L, d_model)
+        return self.dropout(x + self.weight[offset:offset + x.size(-2)].to(x.dtype))
 
 # %% ../notebooks/06_positional_encoding.ipynb #3e8b6f07
 def _check_positions(module: nn.Module, x, offset) -> None:
@@ -87,6 +93,6 @@ def _check_positions(module: nn.Module, x, offset) -> None:
     if not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be a non-negative int, got {offset!r}")
     if offset + length > max_len:
-        raise ValueError(f"positions {offset}..{offset + length - 1} do not fit the positional table of "
-                         f"max_len={max_len} (sequence length {length}, offset {offset}); "
+        raise ValueError(f"positions {offset}..{offset + length - 1} do not fit the positional "
+                         f"table of max_len={max_len} (sequence length {length}, offset {offset}); "
                          f"build the module with a larger max_len")

@@ -2,8 +2,8 @@
 
 # %% ../notebooks/exercises/solutions/ex5_rope_solution.ipynb #88f0ea4e
 """The checkers of exercise 5: rotary position embeddings (RoPE, Su et al.) instead of sinusoids.
-From its solution (notebooks/exercises/solutions/ex5_rope_solution.ipynb): queries and keys rotated by
-position, so that scores depend on relative positions only (cf. section 3.5). Needs the [nlp] extra (tqdm)."""
+From its solution (notebooks/exercises/solutions/ex5_rope_solution.ipynb): queries and keys rotated
+by position, so scores depend on relative positions only (cf. 3.5). Needs the [nlp] extra (tqdm)."""
 from __future__ import annotations
 
 import math
@@ -22,7 +22,8 @@ __all__ = ['check_rope', 'check_relative_test', 'check_rotary_attention']
 # %% ../notebooks/exercises/solutions/ex5_rope_solution.ipynb #b4730917
 def _rope_reference(x: torch.Tensor, offset: int = 0, base: float = 10000.0, layout: str = "pairs",
                     sign: float = 1.0, step: int = 2) -> torch.Tensor:
-    """RoPE (step=2: θ_i = base^(-2i/d)), or a typical mistake: layout='halves', sign=-1, step=1 or 4."""
+    """RoPE (step=2: θ_i = base^(-2i/d)), or a typical mistake: layout='halves', sign=-1, step=1 or
+    4."""
     L, d = x.shape[-2], x.shape[-1]
     theta = base ** (-step * torch.arange(d // 2, dtype=torch.float64) / d)            # (d/2,)
     angle = sign * (offset + torch.arange(L, dtype=torch.float64))[:, None] * theta    # (L, d/2)
@@ -36,55 +37,68 @@ def _rope_reference(x: torch.Tensor, offset: int = 0, base: float = 10000.0, lay
 
 @checker("Exercise 5 (RoPE)")
 def check_rope(rope: Callable) -> str:
-    """`rope(x (..., L, d), offset=0)` rotates pair (2i, 2i+1) at position m = offset + l by m·θ_i, θ_i = 10000^(-2i/d)
-    (or by −m·θ_i: either direction keeps the score a function of n − m)."""
+    """`rope(x (..., L, d), offset=0)` rotates pair (2i, 2i+1) at position m = offset + l by m·θ_i,
+    θ_i = 10000^(-2i/d) (or by −m·θ_i: either direction keeps the score a function of n − m)."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 3, 7, 8, generator=g, dtype=torch.float64)
     got = rope(x)
     if got is None:
         raise WrongAnswer("rope returned None", "return the rotated tensor, same shape as x.")
     if got.shape != x.shape:
-        raise WrongAnswer(f"rope changed the shape {tuple(x.shape)} -> {tuple(got.shape)}", "rotate in place of each pair.")
-    sign = next((s for s in (1.0, -1.0) if torch.allclose(got, _rope_reference(x, sign=s), atol=1e-6)), None)
+        raise WrongAnswer(f"rope changed the shape {tuple(x.shape)} -> {tuple(got.shape)}",
+                          "rotate in place of each pair.")
+    sign = next((s for s in (1.0, -1.0)
+                 if torch.allclose(got, _rope_reference(x, sign=s), atol=1e-6)), None)
     if sign is None:
         if torch.allclose(got, x):
-            raise WrongAnswer("rope returned x unchanged", "rotate each pair (x_2i, x_2i+1) by the angle m·θ_i.")
+            raise WrongAnswer("rope returned x unchanged",
+                              "rotate each pair (x_2i, x_2i+1) by the angle m·θ_i.")
         if torch.allclose(got, _rope_reference(x, layout="halves"), atol=1e-6):
             raise WrongAnswer("you pair coordinate i with i + d/2 (the GPT-NeoX layout)",
-                         "that is also RoPE, but this exercise follows the paper: pairs (x_2i, x_2i+1).")
+                         "that is also RoPE, but this exercise follows the paper: pairs (x_2i, "
+                         "x_2i+1).")
         if torch.allclose(got, _rope_reference(x, offset=1), atol=1e-6):
-            raise WrongAnswer("the first row is rotated as position 1: positions are counted from 1",
-                         "row l of x is at position m = offset + l, so with offset=0 the first row is not rotated.")
+            raise WrongAnswer("the first row is rotated as position 1: positions are counted "
+                              "from 1",
+                         "row l of x is at position m = offset + l, so with offset=0 the first row "
+                         "is not rotated.")
         for step, wrong in ((1, "10000^(-i/d)"), (4, "10000^(-4i/d)")):
             if torch.allclose(got, _rope_reference(x, step=step), atol=1e-6):
                 raise WrongAnswer(f"the frequencies are θ_i = {wrong}",
-                             "θ_i = 10000^(-2i/d) for pair i = 0 .. d/2-1, the frequencies of the sinusoidal "
-                             "encoding: torch.arange(0, d, 2) / d already contains the 2i.")
+                             "θ_i = 10000^(-2i/d) for pair i = 0 .. d/2-1, the frequencies of the "
+                             "sinusoidal encoding: torch.arange(0, d, 2) / d already contains "
+                             "the 2i.")
         if not torch.allclose(got.norm(dim=-1), x.norm(dim=-1), atol=1e-6):
-            raise WrongAnswer("the vectors' lengths change: that is not a rotation", "use cos and sin of the same angle per pair.")
-        raise WrongAnswer("the rotation differs from the reference", "θ_i = 10000^(-2i/d) for i = 0 .. d/2-1; angle m·θ_i.")
+            raise WrongAnswer("the vectors' lengths change: that is not a rotation",
+                              "use cos and sin of the same angle per pair.")
+        raise WrongAnswer("the rotation differs from the reference",
+                          "θ_i = 10000^(-2i/d) for i = 0 .. d/2-1; angle m·θ_i.")
     if not torch.allclose(rope(x, offset=5), _rope_reference(x, offset=5, sign=sign), atol=1e-6):
         raise WrongAnswer("rope(x, offset=5) is wrong: the offset is ignored or misapplied",
-                     "position of row l is offset + l (needed when a cache holds earlier positions).")
+                     "position of row l is offset + l (needed when a cache holds earlier "
+                     "positions).")
     if not _scores_depend_on_distance_only(rope):
-        raise WrongAnswer("the score (R_m q)·(R_n k) changes when both positions shift by the same amount",
+        raise WrongAnswer("the score (R_m q)·(R_n k) changes when both positions shift by the same "
+                          "amount",
                      "rotate query and key by the angle of their own position, m·θ_i and n·θ_i.")
     if sign < 0:
-        return ("rope matches the reference rotation turning the other way, by −m·θ_i (the R(θ) of chapter 6 "
-                "applied to (x_2i, x_2i+1)): either direction works, since (R_m q)·(R_n k) still depends only on "
-                "n − m; the offset is right too.")
+        return ("rope matches the reference rotation turning the other way, by −m·θ_i (the R(θ) of "
+                "chapter 6 applied to (x_2i, x_2i+1)): either direction works, since (R_m q)·(R_n "
+                "k) still depends only on n − m; the offset is right too.")
     return "rope matches the reference rotation, including the offset."
 
 
 def _scores_depend_on_distance_only(rope: Callable) -> bool:
-    """The relative-position property of RoPE: (R_m q)·(R_n k) is the same for (m, n) and (m + s, n + s)."""
+    """The relative-position property of RoPE: (R_m q)·(R_n k) is the same for (m, n) and (m + s, n
+    + s)."""
     g = torch.Generator().manual_seed(3)
     q, k = torch.randn(2, 1, 8, generator=g, dtype=torch.float64)
 
     def score(m: int, n: int) -> torch.Tensor:
         return (rope(q, offset=m) * rope(k, offset=n)).sum()
 
-    return all(torch.allclose(score(m, n), score(m + s, n + s), atol=1e-9) for m, n, s in ((0, 3, 5), (4, 1, 7)))
+    return all(torch.allclose(score(m, n), score(m + s, n + s), atol=1e-9)
+               for m, n, s in ((0, 3, 5), (4, 1, 7)))
 
 
 def _absolute_impostor(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -95,7 +109,7 @@ def _absolute_impostor(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
 
 def _quadratic_impostor(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
     L, d = x.shape[-2], x.shape[-1]
-    pos = (offset + torch.arange(L, dtype=torch.float64)) ** 2 / 7.0           # m^2 / 7 instead of m
+    pos = (offset + torch.arange(L, dtype=torch.float64)) ** 2 / 7.0          # m^2 / 7 instead of m
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     angle = pos[:, None] * theta
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
@@ -105,30 +119,36 @@ def _quadratic_impostor(x: torch.Tensor, offset: int = 0) -> torch.Tensor:
 
 @checker("Exercise 5 (your test of the relative-position property)")
 def check_relative_test(relative_property_holds: Callable) -> str:
-    """Your `relative_property_holds(rope) -> bool` must accept RoPE and reject two position encodings that are not relative."""
+    """Your `relative_property_holds(rope) -> bool` must accept RoPE and reject two position
+    encodings that are not relative."""
     verdicts = {}
     for name, fn in (("RoPE", _rope_reference), ("x + sinusoidal PE", _absolute_impostor),
                      ("rotation by m²θ", _quadratic_impostor)):
         verdict = relative_property_holds(fn)
-        if not isinstance(verdict, (bool, torch.Tensor)) or (isinstance(verdict, torch.Tensor) and verdict.numel() != 1):
-            raise WrongAnswer(f"relative_property_holds returned {verdict!r} for {name}", "return True or False.")
+        if not isinstance(verdict, (bool, torch.Tensor)) or (isinstance(verdict, torch.Tensor)
+                                                             and verdict.numel() != 1):
+            raise WrongAnswer(f"relative_property_holds returned {verdict!r} for {name}",
+                              "return True or False.")
         verdicts[name] = bool(verdict)
     if not verdicts["RoPE"]:
-        raise WrongAnswer("your test rejects the reference RoPE", "compare dot products in float64 with a tolerance "
+        raise WrongAnswer("your test rejects the reference RoPE",
+                          "compare dot products in float64 with a tolerance "
                      "(torch.allclose), and shift both positions by the same amount.")
     for name in ("x + sinusoidal PE", "rotation by m²θ"):
         if verdicts[name]:
             raise WrongAnswer(f"your test accepts {name}, which is not relative",
-                         "check that q_m·k_n is unchanged when m and n are both shifted by s, for several "
-                         "(m, n, s) with random q and k (a norm-preservation test is not enough).")
+                         "check that q_m·k_n is unchanged when m and n are both shifted by s, for "
+                         "several (m, n, s) with random q and k (a norm-preservation test is not "
+                         "enough).")
     return "your test accepts RoPE and rejects absolute sinusoidal positions and an m²θ rotation."
 
 
 def _check_rotary_is_causal(theirs: nn.Module, x: torch.Tensor, want: torch.Tensor) -> None:
-    """EncoderLayer calls self_attn(h, h, h, mask, is_causal=...): is_causal=True must mean the causal mask."""
-    hint = ("EncoderLayer calls self_attn(h, h, h, mask, is_causal=is_causal), and the character model asks "
-            "for the causal mask by name: accept is_causal=False in forward, and when it is True use "
-            "mask = make_causal_mask(L, query.device).")
+    """EncoderLayer calls self_attn(h, h, h, mask, is_causal=...): is_causal=True must mean the
+    causal mask."""
+    hint = ("EncoderLayer calls self_attn(h, h, h, mask, is_causal=is_causal), and the character "
+            "model asks for the causal mask by name: accept is_causal=False in forward, and when "
+            "it is True use mask = make_causal_mask(L, query.device).")
     try:
         by_name = theirs(x, x, x, is_causal=True)
     except TypeError as exc:
@@ -136,39 +156,45 @@ def _check_rotary_is_causal(theirs: nn.Module, x: torch.Tensor, want: torch.Tens
             raise WrongAnswer("forward does not take the argument is_causal", hint) from None
         raise
     if not torch.allclose(by_name, want, atol=1e-6):
-        raise WrongAnswer("with the mask as a tensor the output is right, but is_causal=True gives another output "
+        raise WrongAnswer("with the mask as a tensor the output is right, but is_causal=True gives "
+                          "another output "
                      "(the flag is ignored: the model would see the future)", hint)
 
 
-def _rotary_reference(mha: MultiHeadAttention, x: torch.Tensor, mask=None, *, rotate_k=True, rotate_v=False,
+def _rotary_reference(mha: MultiHeadAttention, x: torch.Tensor, mask=None, *, rotate_k=True,
+                      rotate_v=False,
                       per_head=True, scale: str = "d_k", sign: float = 1.0) -> torch.Tensor:
-    """RoPE self-attention, or a typical mistake: keys unrotated, values rotated, rotation over d_model,
-    scores scaled by 1/√d_model (scale='d_model') or not at all (scale='none')."""
+    """RoPE self-attention, or a typical mistake: keys unrotated, values rotated, rotation over
+    d_model, scores scaled by 1/√d_model (scale='d_model') or not at all (scale='none')."""
     from transformer_lib.attention import scaled_dot_product_attention
     B, L, d = x.shape
     q, k, v = mha.in_proj(x).chunk(3, dim=-1)                                    # (B, L, d)
     if not per_head:
         q, k = _rope_reference(q, sign=sign), _rope_reference(k, sign=sign) if rotate_k else k
-    q, k, v = (t.view(B, L, mha.n_heads, mha.d_k).transpose(1, 2) for t in (q, k, v))   # (B, h, L, d_k)
+    # (B, h, L, d_k)
+    q, k, v = (t.view(B, L, mha.n_heads, mha.d_k).transpose(1, 2) for t in (q, k, v))
     if per_head:
         q = _rope_reference(q, sign=sign)
         k = _rope_reference(k, sign=sign) if rotate_k else k
         v = _rope_reference(v, sign=sign) if rotate_v else v
-    q = q * {"d_k": 1.0, "d_model": math.sqrt(mha.d_k / d), "none": math.sqrt(mha.d_k)}[scale]   # undoes 1/√d_k
+    # undoes 1/√d_k
+    q = q * {"d_k": 1.0, "d_model": math.sqrt(mha.d_k / d), "none": math.sqrt(mha.d_k)}[scale]
     out, _ = scaled_dot_product_attention(q, k, v, mask)
     return mha.out_proj(out.transpose(1, 2).reshape(B, L, d))
 
 
 @checker("Exercise 5 (rotary attention)")
 def check_rotary_attention(RotaryMultiHeadAttention) -> str:
-    """RotaryMultiHeadAttention(d_model, n_heads): self-attention with RoPE on each head's queries and keys;
-    forward(query, key, value, mask=None, cache=None, static_kv=False, is_causal=False)."""
+    """RotaryMultiHeadAttention(d_model, n_heads): self-attention with RoPE on each head's queries
+    and keys; forward(query, key, value, mask=None, cache=None, static_kv=False,
+    is_causal=False)."""
     torch.manual_seed(0)
     ref = MultiHeadAttention(16, 2).double()
     theirs = RotaryMultiHeadAttention(16, 2).double()
     missing, _ = theirs.load_state_dict(ref.state_dict(), strict=False)
     if missing:
-        raise WrongAnswer(f"RotaryMultiHeadAttention lacks the parameters {missing} of MultiHeadAttention",
+        raise WrongAnswer(f"RotaryMultiHeadAttention lacks the parameters {missing} of "
+                          "MultiHeadAttention",
                      "subclass MultiHeadAttention and keep in_proj and out_proj.")
     ref.eval()
     theirs.eval()
@@ -176,31 +202,39 @@ def check_rotary_attention(RotaryMultiHeadAttention) -> str:
     mask = make_causal_mask(6)
     with torch.no_grad():
         got = theirs(x, x, x, mask)
-        sign = -1.0 if torch.allclose(got, _rotary_reference(ref, x, mask, sign=-1.0), atol=1e-6) else 1.0
+        sign = -1.0 if torch.allclose(got, _rotary_reference(ref, x, mask, sign=-1.0),
+                                      atol=1e-6) else 1.0
         want = _rotary_reference(ref, x, mask, sign=sign)        # either rotation direction is RoPE
         if torch.allclose(got, want, atol=1e-6):
             _check_rotary_is_causal(theirs, x, want)
-            return ("matches RoPE attention on the same weights (queries and keys rotated per head, values not), "
-                    "with the causal mask given as a tensor or by name.")
+            return ("matches RoPE attention on the same weights (queries and keys rotated per "
+                    "head, values not), with the causal mask given as a tensor or by name.")
         for kwargs, msg, hint in (
                 ({"rotate_k": False}, "only the queries are rotated",
-                 "rotate the keys too: the score (R_m q)·(R_n k) = q·R_(n−m) k depends on n − m only when both are."),
-                ({"per_head": False}, "the rotation is applied over d_model before splitting the heads",
-                 "split into heads first, then rotate each head's d_k-dimensional queries and keys."),
+                 "rotate the keys too: the score (R_m q)·(R_n k) = q·R_(n−m) k depends on n − m "
+                 "only when both are."),
+                ({"per_head": False},
+                 "the rotation is applied over d_model before splitting the heads",
+                 "split into heads first, then rotate each head's d_k-dimensional queries and "
+                 "keys."),
                 ({"rotate_v": True}, "the values are rotated as well",
                  "rotate queries and keys only: positions enter the scores, not the values."),
                 ({"scale": "none"}, "the scores are not divided by √d_k",
-                 "scaled dot-product attention (§3.2.1) divides q·k by √d_k; scaled_dot_product_attention "
-                 "from transformer_lib.attention does it for you."),
+                 "scaled dot-product attention (§3.2.1) divides q·k by √d_k; "
+                 "scaled_dot_product_attention from transformer_lib.attention does it for you."),
                 ({"scale": "d_model"}, "the scores are divided by √d_model instead of √d_k",
-                 "each head works in d_k = d_model / h dimensions, so its scores are divided by √d_k."),
-                ({"mask": None}, "the mask is ignored: with a causal mask the output still sees the future",
+                 "each head works in d_k = d_model / h dimensions, so its scores are divided by "
+                 "√d_k."),
+                ({"mask": None},
+                 "the mask is ignored: with a causal mask the output still sees the future",
                  "pass mask on to the attention.")):
             kwargs = {"mask": mask, **kwargs}
-            if torch.allclose(got, _rotary_reference(ref, x, kwargs.pop("mask"), **kwargs), atol=1e-6):
+            if torch.allclose(got, _rotary_reference(ref, x, kwargs.pop("mask"), **kwargs),
+                              atol=1e-6):
                 raise WrongAnswer(msg, hint)
         if torch.allclose(got, ref(x, x, x, mask), atol=1e-6):
             raise WrongAnswer("the output equals plain multi-head attention: nothing is rotated",
                          "apply rope to q and k of shape (B, h, L, d_k) before the attention.")
     raise WrongAnswer("the output differs from rotary attention on the same weights",
-                 "q, k, v = in_proj(x).chunk(3); split heads; rope(q), rope(k); attention; merge; out_proj.")
+                 "q, k, v = in_proj(x).chunk(3); split heads; rope(q), rope(k); attention; merge; "
+                 "out_proj.")

@@ -2,8 +2,8 @@
 
 # %% ../notebooks/01_self_attention.ipynb #7fbbe871
 """Self-attention with no parameters: each token becomes a softmax-weighted average of all tokens.
-Chapter 01 (notebooks/01_self_attention.ipynb): the operation of the paper's section 3.2.1 without learned
-weights, and its permutation equivariance, the reason for section 3.5's positions. Needs only PyTorch."""
+Chapter 01 (notebooks/01_self_attention.ipynb): section 3.2.1's operation without learned weights,
+and its permutation equivariance, the reason for section 3.5's positions. Needs only PyTorch."""
 from __future__ import annotations
 
 import torch
@@ -26,5 +26,6 @@ def basic_self_attention(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 # %% ../notebooks/01_self_attention.ipynb #0c5d7a9b
 def _check_x(x) -> None:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
-        got = f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+        got = (f"{x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
+               else type(x).__name__)
         raise TypeError(f"x must be a floating-point tensor of shape (..., N, D), got {got}")

@@ -2,8 +2,8 @@
 
 # %% ../notebooks/17_subwords_and_bleu.ipynb #d3600f2e
 """Subwords in, BLEU out: byte-pair encoding (Sennrich et al., 2016), the joint tokenizer, and BLEU.
-Chapter 17 (notebooks/17_subwords_and_bleu.ipynb): the shared vocabulary of the paper's section 5.1, the
-BLEU of 6.1. `SubwordTokenizer.train`/`load`, `corpus_bleu` need the [nlp] extra (tokenizers, sacreBLEU)."""
+Chapter 17 (notebooks/17_subwords_and_bleu.ipynb): section 5.1's shared vocabulary, 6.1's BLEU.
+`SubwordTokenizer.train`/`load`, `corpus_bleu` need the [nlp] extra (tokenizers, sacreBLEU)."""
 from __future__ import annotations
 
 import importlib
@@ -20,7 +20,8 @@ def _require(module: str):
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f'transformer_lib.text needs {e.name} for this: pip install "transformer-lib[nlp]"', name=e.name) from e
+        raise ModuleNotFoundError(f'transformer_lib.text needs {e.name} for this: pip install '
+                                  '"transformer-lib[nlp]"', name=e.name) from e
 
 # %% auto #0
 __all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'pretokenize', 'learn_bpe',
@@ -60,7 +61,7 @@ def learn_bpe(texts: Sequence[str], num_merges: int) -> list[tuple[str, str]]:
     merges: list[tuple[str, str]] = []
     for _ in range(num_merges):
         pairs: Counter = Counter()
-        for symbols, c in words:                                 # pair counts, weighted by word frequency
+        for symbols, c in words:                           # pair counts, weighted by word frequency
             for a, b in zip(symbols, symbols[1:]):
                 pairs[a, b] += c
         if not pairs:
@@ -124,12 +125,14 @@ class SubwordTokenizer:
             if tokenizer.token_to_id(tok) != i:
                 raise ValueError(f"tokenizer must have the special token {tok} at id {i}, "
                                  f"found it at {tokenizer.token_to_id(tok)}")
-        tokenizer.encode_special_tokens = True  # the text "<pad>" is spelled out, never read as id 0
+        # the text "<pad>" is spelled out, never read as id 0
+        tokenizer.encode_special_tokens = True
         self.tokenizer = tokenizer
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
 
     @classmethod
-    def train(cls, texts: Sequence[str], vocab_size: int = 8000, min_frequency: int = 2) -> SubwordTokenizer:
+    def train(cls, texts: Sequence[str], vocab_size: int = 8000,
+              min_frequency: int = 2) -> SubwordTokenizer:
         """Learn a BPE vocabulary of at most `vocab_size` ids (4 special + 256 byte + characters +
         merges) from `texts`, e.g. the German and the English training sentences together."""
         _require("tokenizers")
@@ -141,15 +144,18 @@ class SubwordTokenizer:
         alphabet = {ch for t in texts for ch in t.replace(" ", WORD_START)} | {WORD_START}
         need = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + len(alphabet)
         if not isinstance(vocab_size, int) or vocab_size < need:
-            raise ValueError(f"vocab_size must be an int >= {need} for these texts (4 special tokens, 256 "
-                             f"byte tokens and {len(alphabet)} distinct characters), got {vocab_size!r}")
+            raise ValueError(f"vocab_size must be an int >= {need} for these texts (4 special "
+                             f"tokens, 256 byte tokens and {len(alphabet)} distinct characters), "
+                             f"got {vocab_size!r}")
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
         tok.normalizer = normalizers.Sequence([normalizers.Prepend(WORD_START),
                                                normalizers.Replace(" ", WORD_START)])
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never", split=True)
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never",
+                                                     split=True)
         tok.decoder = decoders.Sequence([decoders.Replace(WORD_START, " "), decoders.ByteFallback(),
                                          decoders.Fuse(), decoders.Strip(" ", 1, 0)])
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(BYTE_TOKENS), min_frequency=min_frequency,
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(BYTE_TOKENS),
+                                      min_frequency=min_frequency,
                                       special_tokens=list(SPECIAL_TOKENS), show_progress=False)
         tok.train_from_iterator(texts, trainer)
         # Append the 256 byte tokens as ordinary vocabulary entries and switch byte fallback on.
@@ -172,7 +178,8 @@ class SubwordTokenizer:
         try:
             tok = Tokenizer.from_file(str(path))
         except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
-            raise ValueError(f"tokenizer file {path} is not a valid tokenizers JSON file ({e})") from e
+            raise ValueError(f"tokenizer file {path} is not a valid tokenizers JSON file "
+                             f"({e})") from e
         return cls(tok)
 
     def save(self, path: str | os.PathLike) -> Path:
@@ -193,23 +200,25 @@ class SubwordTokenizer:
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
         return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
 
-    def encode_batch(self, texts: Sequence[str], add_bos: bool = False, add_eos: bool = False) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], add_bos: bool = False,
+                     add_eos: bool = False) -> list[list[int]]:
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise TypeError("texts must be a sequence of str")
         encs = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
 
     def tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
-        """The subword strings of `text` (for printing and for the axes of attention maps), one per id of
-        `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
+        """The subword strings of `text` (for printing and for the axes of attention maps), one per
+        id of `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
         return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
 
     def id_to_token(self, i: int) -> str:
         return self.tokenizer.id_to_token(int(i))
 
     def decode(self, ids) -> str:
-        """Text of a sequence of ids (list or 1-D tensor): a leading `<bos>` is dropped, everything from
-        the first `<eos>` on is cut (decoders pad after it), and remaining special tokens are skipped."""
+        """Text of a sequence of ids (list or 1-D tensor): a leading `<bos>` is dropped, everything
+        from the first `<eos>` on is cut (decoders pad after it), and remaining special tokens are
+        skipped."""
         ids = _to_ids(ids)
         if self.eos_id in ids:
             ids = ids[:ids.index(self.eos_id)]
@@ -246,8 +255,8 @@ def ngram_counts(tokens: Sequence[str], n: int) -> Counter:
 
 def bleu_from_tokens(hypotheses: Sequence[Sequence[str]], references: Sequence[Sequence[str]],
                      max_order: int = 4) -> float:
-    """Corpus BLEU (Papineni et al. 2002) of tokenized `hypotheses` against one tokenized reference each:
-    clipped n-gram precisions, brevity penalty and their geometric mean,
+    """Corpus BLEU (Papineni et al. 2002) of tokenized `hypotheses` against one tokenized reference
+    each: clipped n-gram precisions, brevity penalty and their geometric mean,
     with sacreBLEU's default 'exp' smoothing of zero counts. Returns a score in [0, 100]."""
     if len(hypotheses) != len(references):
         raise ValueError(f"got {len(hypotheses)} hypotheses but {len(references)} references")
@@ -263,7 +272,7 @@ def bleu_from_tokens(hypotheses: Sequence[Sequence[str]], references: Sequence[S
     log_p, k = 0.0, 1
     for m, t in zip(matches, totals):
         if t == 0:
-            return 0.0                     # no n-grams of this order at all (sacreBLEU does the same)
+            return 0.0                   # no n-grams of this order at all (sacreBLEU does the same)
         if m == 0:
             k *= 2
             log_p += math.log(1.0 / (k * t))  # 'exp' smoothing: 1/2, 1/4, ... of a count
@@ -280,8 +289,8 @@ class BleuResult(NamedTuple):
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
-    """sacreBLEU corpus BLEU of detokenized `hypotheses` against raw `references` (one per hypothesis):
-    cased, `13a` tokenization, default exp smoothing. Returns `(score, signature)`."""
+    """sacreBLEU corpus BLEU of detokenized `hypotheses` against raw `references` (one per
+    hypothesis): cased, `13a` tokenization, default exp smoothing. Returns `(score, signature)`."""
     sacrebleu = _require("sacrebleu")
 
     for name, xs in (("hypotheses", hypotheses), ("references", references)):

@@ -2,8 +2,8 @@
 
 # %% ../notebooks/13_training.ipynb #2528f104
 """Batches and the training loop: teacher forcing, token-budget batches, mixed precision, `train`.
-Chapter 13 (notebooks/13_training.ipynb): the batching of the paper's section 5.1 (sentence pairs grouped by
-length, a budget of tokens per batch). Needs the [nlp] extra (tqdm)."""
+Chapter 13 (notebooks/13_training.ipynb): the batching of the paper's section 5.1 (sentence pairs
+grouped by length, a budget of tokens per batch). Needs the [nlp] extra (tqdm)."""
 from __future__ import annotations
 
 import itertools
@@ -18,10 +18,19 @@ from torch import nn
 try:
     from tqdm import tqdm
 except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
-    raise ModuleNotFoundError(f'transformer_lib.training needs {e.name}: pip install "transformer-lib[nlp]"', name=e.name) from e
+    raise ModuleNotFoundError(f'transformer_lib.training needs {e.name}: pip install '
+                              '"transformer-lib[nlp]"', name=e.name) from e
+
+from transformer_lib.engineering import (
+    LogWindow,
+    Progress,
+    TrainingClock,
+    check_train_limits,
+    to_device,
+    world_size,
+)
 
 from .benchmarking import cpu_has_native_bf16
-from .engineering import LogWindow, Progress, TrainingClock, check_train_limits, to_device, world_size
 from .model import evaluating
 
 # %% auto #0
@@ -31,17 +40,21 @@ __all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'to
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split `[bos, y_1, ..., y_n, eos, pad...]` (B, T+1) into decoder input (B, T) and labels (B, T).
+    """Split `[bos, y_1, ..., y_n, eos, pad...]` (B, T+1) into decoder input (B, T) and labels (B,
+    T).
 
     Teacher forcing: the input at position t is y_t, the label is y_{t+1}.
     """
     if tgt.dim() != 2 or tgt.shape[1] < 2:
-        raise ValueError(f"tgt must have shape (B, T+1) with T+1 >= 2 (bos ... eos), got {tuple(tgt.shape)}")
+        raise ValueError("tgt must have shape (B, T+1) with T+1 >= 2 (bos ... eos), got "
+                         f"{tuple(tgt.shape)}")
     return tgt[:, :-1], tgt[:, 1:]       # (B, T) decoder input, (B, T) labels
 
 # %% ../notebooks/13_training.ipynb #08f75a3e
-def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0, length: int | None = None) -> torch.Tensor:
-    """Stack token-id sequences into a (B, L) long tensor, right-padded with `pad_id` to `length` (default: the longest)."""
+def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = 0,
+                  length: int | None = None) -> torch.Tensor:
+    """Stack token-id sequences into a (B, L) long tensor, right-padded with `pad_id` to `length`
+    (default: the longest)."""
     longest = max((len(s) for s in seqs), default=0)
     length = longest if length is None else length
     if length < longest:
@@ -76,16 +89,20 @@ class Batch:
         return self.src.device
 
     def to(self, device, non_blocking: bool = False) -> Batch:
-        return Batch(self.src.to(device, non_blocking=non_blocking), self.tgt_in.to(device, non_blocking=non_blocking),
-                     self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens, self.n_src_tokens)
+        return Batch(self.src.to(device, non_blocking=non_blocking),
+                     self.tgt_in.to(device, non_blocking=non_blocking),
+                     self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens,
+                     self.n_src_tokens)
 
     def pin_memory(self) -> Batch:
         return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
                      self.n_tokens, self.n_src_tokens)
 
 
-def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0, *, bucket: int = 1,
-            src_len: int | None = None, tgt_len: int | None = None, rows: int | None = None) -> Batch:
+def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0, *,
+            bucket: int = 1,
+            src_len: int | None = None, tgt_len: int | None = None,
+            rows: int | None = None) -> Batch:
     """Turn (src ids, tgt ids) pairs into a padded `Batch`; each tgt is `[bos, ..., eos]`.
 
     Lengths are the longest rounded up to a multiple of `bucket` (the target's counted without its
@@ -97,13 +114,15 @@ def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 
     src_len = src_len or round_up(max(len(s) for s, _ in pairs), bucket)
     tgt_len = tgt_len or round_up(max(len(t) - 1 for _, t in pairs), bucket) + 1
     src = pad_sequences([s for s, _ in pairs], pad_id, src_len)                         # (B, S)
-    tgt_in, tgt_out = shift_targets(pad_sequences([t for _, t in pairs], pad_id, tgt_len))  # (B, T), (B, T)
+    # (B, T), (B, T)
+    tgt_in, tgt_out = shift_targets(pad_sequences([t for _, t in pairs], pad_id, tgt_len))
     n_tokens, n_src = int((tgt_out != pad_id).sum()), int((src != pad_id).sum())
     extra = (rows or 0) - len(pairs)
     if extra > 0:                                   # filler rows: a real input, labels all padding
         src = torch.cat([src, src[:1].expand(extra, -1)])
         tgt_in = torch.cat([tgt_in, tgt_in[:1].expand(extra, -1)])
-        tgt_out = torch.cat([tgt_out, torch.full((extra, tgt_out.shape[1]), pad_id, dtype=torch.long)])
+        tgt_out = torch.cat([tgt_out,
+                             torch.full((extra, tgt_out.shape[1]), pad_id, dtype=torch.long)])
     return Batch(src, tgt_in, tgt_out, n_tokens=n_tokens, n_src_tokens=n_src)
 
 # %% ../notebooks/13_training.ipynb #2ff4f527
@@ -121,8 +140,9 @@ def token_batches(lengths: Sequence[int], max_tokens: int, *, shuffle: bool = Tr
         raise ValueError(f"rank must be in [0, num_replicas={num_replicas}), got {rank}")
     lengths = torch.as_tensor(lengths, dtype=torch.long)
     if lengths.dim() != 1 or (lengths < 1).any():
-        raise ValueError("lengths must be a 1-D sequence of positive ints (one per sentence pair), got shape "
-                         f"{tuple(lengths.shape)} with minimum {lengths.min().item() if lengths.numel() else None}")
+        raise ValueError("lengths must be a 1-D sequence of positive ints (one per sentence pair), "
+                         f"got shape {tuple(lengths.shape)} with minimum "
+                         f"{lengths.min().item() if lengths.numel() else None}")
     g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
     order = torch.randperm(len(lengths), generator=g) if shuffle else torch.arange(len(lengths))
     order = order[torch.argsort(lengths[order], stable=True)]          # by length, ties shuffled
@@ -150,7 +170,8 @@ class TokenBatchSampler:
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, shuffle: bool = True, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0):
-        self.lengths, self.max_tokens, self.shuffle, self.seed = list(lengths), max_tokens, shuffle, seed
+        self.lengths, self.max_tokens, self.shuffle, self.seed = (list(lengths), max_tokens,
+                                                                  shuffle, seed)
         self.num_replicas, self.rank, self.epoch, self._len = num_replicas, rank, 0, None
 
     def set_epoch(self, epoch: int) -> None:
@@ -178,17 +199,20 @@ class BatchLoader:
     generator, so a resumed run sees the same dropout masks as an uninterrupted one.
     """
 
-    def __init__(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], sampler: TokenBatchSampler,
+    def __init__(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+                 sampler: TokenBatchSampler,
                  pad_id: int = 0, *, bucket: int = 1, fixed_shapes: bool = False):
         self.pairs, self.sampler, self.pad_id = pairs, sampler, pad_id
         self.bucket, self.fixed_shapes = bucket, fixed_shapes
 
     @classmethod
-    def by_tokens(cls, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, *, bucket: int = 1,
+    def by_tokens(cls, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, *,
+                  bucket: int = 1,
                   pad_id: int = 0, fixed_shapes: bool = False, shuffle: bool = True, seed: int = 0,
                   num_replicas: int = 1, rank: int = 0) -> BatchLoader:
         """Batches of at most `max_tokens` padded positions per side, lengths rounded up to `bucket`
-        (the packing counts the rounded lengths); process `rank` of `num_replicas` gets its shard."""
+        (the packing counts the rounded lengths); process `rank` of `num_replicas` gets its
+        shard."""
         lengths = [round_up(max(len(s), len(t) - 1), bucket) for s, t in pairs]
         sampler = TokenBatchSampler(lengths, max_tokens, shuffle, seed, num_replicas, rank)
         return cls(pairs, sampler, pad_id, bucket=bucket, fixed_shapes=fixed_shapes)
@@ -220,13 +244,14 @@ class BatchLoader:
 
 # %% ../notebooks/13_training.ipynb #19154164
 def seq2seq_forward(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Teacher forcing for an encoder–decoder: (logits = model(src, tgt_in) (B, T, V), labels tgt_out (B, T))."""
+    """Teacher forcing for an encoder–decoder: (logits = model(src, tgt_in) (B, T, V), labels
+    tgt_out (B, T))."""
     return model(batch.src, batch.tgt_in), batch.tgt_out
 
 
 def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.optim.Optimizer,
-               scheduler=None, *, clip_grad_norm: float | None = None, amp_dtype: torch.dtype | None = None,
-               scaler: torch.amp.GradScaler | None = None,
+               scheduler=None, *, clip_grad_norm: float | None = None,
+               amp_dtype: torch.dtype | None = None, scaler: torch.amp.GradScaler | None = None,
                forward: Callable = seq2seq_forward) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One update: logits, labels = forward(model, batch); loss_fn(logits, labels); backward; step.
 
@@ -242,21 +267,22 @@ def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.opti
     optimizer.zero_grad(set_to_none=True)
     (loss if scaler is None else scaler.scale(loss)).backward()
     if scaler is not None:
-        scaler.unscale_(optimizer)                          # true gradients for clipping and the norm
+        scaler.unscale_(optimizer)                        # true gradients for clipping and the norm
     grad_norm = None
     if clip_grad_norm is not None:
         grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
     if scaler is None:
         optimizer.step()
     else:
-        scaler.step(optimizer)                              # skips the step if a gradient is inf/NaN
+        scaler.step(optimizer)                             # skips the step if a gradient is inf/NaN
         scaler.update()
     if scheduler is not None:
         scheduler.step()
     return loss.detach(), grad_norm
 
 
-def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *, device: str | torch.device,
+def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *,
+                  device: str | torch.device,
                   amp_dtype: torch.dtype | None = None, forward: Callable = seq2seq_forward,
                   per_token: bool = True) -> float:
     """Mean loss over `batches` in eval mode: Σ loss / Σ n_tokens when `per_token` (give a summing
@@ -273,23 +299,29 @@ def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *, dev
 
 
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device to train on: `device` if given (error if it is CUDA and there is none), else CUDA if available, else CPU."""
+    """The device to train on: `device` if given (error if it is CUDA and there is none), else CUDA
+    if available, else CPU."""
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={str(device)!r} was requested, but CUDA is not available on this machine "
-                           "(torch.cuda.is_available() is False); use device='cpu' or leave device unset")
+        raise RuntimeError(f"device={str(device)!r} was requested, but CUDA is not available on "
+                           "this machine (torch.cuda.is_available() is False); use device='cpu' or "
+                           "leave device unset")
     return device
 
 
-def amp_settings(device: str | torch.device, cpu_bf16: bool = False) -> tuple[torch.dtype | None, bool, bool]:
-    """Mixed precision for `device`: (autocast dtype, use a gradient scaler, torch.compile works there).
-    A GPU of compute capability 8.0+ (A100, H100, RTX 30xx and later): bfloat16, no scaler, compiled. Below
-    8.0, e.g. the T4 (7.5) of free Colab, bfloat16 is only emulated and Triton (torch.compile's GPU compiler)
-    cannot compile it: float16 with a `torch.amp.GradScaler` (float16's narrow range underflows small
-    gradients), not compiled. The CPU: float32 (None), no scaler, compiled; with `cpu_bf16=True` (the
-    capstone's `amp`) bfloat16 where the CPU has bfloat16 instructions (`cpu_has_native_bf16`, appendix A3)."""
+def amp_settings(device: str | torch.device, cpu_bf16: bool = False) -> tuple[torch.dtype | None,
+                                                                              bool, bool]:
+    """Mixed precision for `device`: (autocast dtype, use a gradient scaler, torch.compile works
+    there). A GPU of compute capability 8.0+ (A100, H100, RTX 30xx and later): bfloat16, no scaler,
+    compiled. Below
+    8.0, e.g. the T4 (7.5) of free Colab, bfloat16 is only emulated and Triton (torch.compile's GPU
+    compiler) cannot compile it: float16 with a `torch.amp.GradScaler` (float16's narrow range
+    underflows small gradients), not compiled. The CPU: float32 (None), no scaler, compiled; with
+    `cpu_bf16=True` (the
+    capstone's `amp`) bfloat16 where the CPU has bfloat16 instructions (`cpu_has_native_bf16`,
+    appendix A3)."""
     device = torch.device(device)
     if device.type != "cuda":
         return (torch.bfloat16 if cpu_bf16 and cpu_has_native_bf16() else None), False, True
@@ -298,7 +330,8 @@ def amp_settings(device: str | torch.device, cpu_bf16: bool = False) -> tuple[to
     return torch.float16, True, False
 
 
-def autocast_dtype(device: torch.device, amp: str | torch.dtype | None = "auto") -> torch.dtype | None:
+def autocast_dtype(device: torch.device,
+                   amp: str | torch.dtype | None = "auto") -> torch.dtype | None:
     """dtype for torch.autocast: `"auto"` is `amp_settings`' choice (bfloat16 on a GPU of compute
     capability 8.0+, float16 below, none (float32) on the CPU); a dtype or None is used as given."""
     if amp == "auto":
@@ -310,26 +343,32 @@ def autocast_dtype(device: torch.device, amp: str | torch.dtype | None = "auto")
 
 def autocast(device: str | torch.device, amp_dtype: torch.dtype | None):
     """`torch.autocast` to `amp_dtype` on `device`'s type; does nothing when `amp_dtype` is None."""
-    return torch.autocast(torch.device(device).type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None)
+    return torch.autocast(torch.device(device).type, dtype=amp_dtype or torch.bfloat16,
+                          enabled=amp_dtype is not None)
 
 # %% ../notebooks/13_training.ipynb #718c8f58
-def _epoch_batches(loader: Iterable, step: int, steps_per_epoch: int | None) -> tuple[int, Iterator]:
-    """(epoch, its batches from the one after `step` on); a loader without len() is one endless epoch."""
+def _epoch_batches(loader: Iterable, step: int, steps_per_epoch: int | None) -> tuple[int,
+                                                                                      Iterator]:
+    """(epoch, its batches from the one after `step` on); a loader without len() is one endless
+    epoch."""
     epoch, offset = divmod(step, steps_per_epoch) if steps_per_epoch else (0, step)
     if hasattr(loader, "set_epoch"):
         loader.set_epoch(epoch)
-    return epoch, loader.iter_from(offset) if hasattr(loader, "iter_from") else itertools.islice(loader, offset, None)
+    return (epoch, loader.iter_from(offset) if hasattr(loader, "iter_from")
+            else itertools.islice(loader, offset, None))
 
 
 def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torch.optim.Optimizer,
-          scheduler=None, *, max_steps: int | None, start_step: int = 0, time_budget_s: float | None = None,
+          scheduler=None, *, max_steps: int | None, start_step: int = 0,
+          time_budget_s: float | None = None,
           clip_grad_norm: float | None = None, device: str | torch.device | None = None,
           amp: str | torch.dtype | None = "auto", log_every: int = 10, progress: bool = True,
           callback: Callable[[int], None] | None = None, clock: TrainingClock | None = None,
           prefetch: Callable | None = None, history: list[dict] | None = None,
           forward: Callable = seq2seq_forward) -> list[dict]:
-    """Train for updates start_step+1 … max_steps over epochs of `loader`, or until `clock()` reaches
-    `time_budget_s` (None = no limit; at least one of the two must be given); returns the log.
+    """Train for updates start_step+1 … max_steps over epochs of `loader`, or until `clock()`
+    reaches `time_budget_s` (None = no limit; at least one of the two must be given); returns the
+    log.
 
     `loader` yields batches; with `len()` it is read in epochs (`set_epoch(e)` is called if it has
     one, `iter_from(k)` or islice starts mid-epoch when resuming), without, as one endless stream.
@@ -337,13 +376,15 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     after moving the model to its device. `callback(step)` runs after every update. Every
     `log_every` steps a record {step, epoch, loss (mean since the last record), lr, tokens,
     tokens_per_s, grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list).
-    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A4 (engineering).
+    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A4
+    (engineering).
     """
     check_train_limits(max_steps, time_budget_s, clip_grad_norm, log_every)      # appendix A4
     device = pick_device(device)
     model.to(device)
     amp_dtype = autocast_dtype(device, amp)
-    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None   # float16: scale the loss
+    # float16: scale the loss
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
     steps_per_epoch = len(loader) if hasattr(loader, "__len__") else None
     if steps_per_epoch == 0:
         raise ValueError("loader has no batches (len(loader) == 0)")
@@ -353,14 +394,16 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     limit = math.inf if max_steps is None else max_steps
     budget = math.inf if time_budget_s is None else time_budget_s
     check_every = 1 if device.type == "cpu" and world_size() == 1 else log_every
-    bar = Progress(tqdm, max_steps, start_step, time_budget_s, clock, enabled=progress)   # seconds with a budget
+    # seconds with a budget
+    bar = Progress(tqdm, max_steps, start_step, time_budget_s, clock, enabled=progress)
     window, step, stop = LogWindow(clock, device, budget), start_step, False
     try:
         while step < limit and not stop:
             epoch, batches = _epoch_batches(loader, step, steps_per_epoch)
             for batch in prefetch(batches, device):
                 lr = optimizer.param_groups[0]["lr"]            # the rate this update runs with
-                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler, forward=forward, scaler=scaler,
+                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler,
+                                             forward=forward, scaler=scaler,
                                              clip_grad_norm=clip_grad_norm, amp_dtype=amp_dtype)
                 step += 1
                 window.add(loss, batch.n_tokens)
@@ -369,7 +412,8 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
                 if step % log_every == 0 or step >= limit or stop:
                     record, out_of_time = window.record(step, epoch, lr, grad_norm)
                     history.append(record)
-                    bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}",
+                    bar.set_postfix(loss=f"{record['loss']:.3f}",
+                                    tok_s=f"{record['tokens_per_s']:,.0f}",
                                     lr=f"{record['lr']:.2e}", refresh=False)
                     stop = stop or out_of_time
                 bar.update(step)
@@ -398,7 +442,8 @@ class LMBatch:
         return self.x.device
 
     def to(self, device, non_blocking: bool = False) -> LMBatch:
-        return LMBatch(self.x.to(device, non_blocking=non_blocking), self.y.to(device, non_blocking=non_blocking))
+        return LMBatch(self.x.to(device, non_blocking=non_blocking),
+                       self.y.to(device, non_blocking=non_blocking))
 
     def pin_memory(self) -> LMBatch:
         return LMBatch(self.x.pin_memory(), self.y.pin_memory())
@@ -406,8 +451,10 @@ class LMBatch:
 
 def get_batch(data: torch.Tensor, block_size: int, batch_size: int,
               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of `data` (1-D ids, on any device): inputs x (B, T) and targets y = x shifted by one."""
-    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator, device=data.device)
+    """Random windows of `data` (1-D ids, on any device): inputs x (B, T) and targets y = x shifted
+    by one."""
+    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator,
+                       device=data.device)
     offsets = torch.arange(block_size + 1, device=data.device)
     windows = data[ix[:, None] + offsets]                           # (B, T + 1)
     return windows[:, :-1], windows[:, 1:]
@@ -419,7 +466,9 @@ class RandomWindows:
 
     def __init__(self, data: torch.Tensor, block_size: int, batch_size: int, seed: int = 0,
                  n_batches: int | None = None):
-        self.data, self.block_size, self.batch_size, self.seed, self.n_batches = data, block_size, batch_size, seed, n_batches
+        self.data, self.block_size, self.batch_size, self.seed, self.n_batches = (data, block_size,
+                                                                                  batch_size, seed,
+                                                                                  n_batches)
 
     def __iter__(self) -> Iterator[LMBatch]:
         g = torch.Generator(device=self.data.device).manual_seed(self.seed)
@@ -428,7 +477,8 @@ class RandomWindows:
 
 
 def lm_forward(model: nn.Module, batch: LMBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """The `forward` hook for a decoder-only model: (logits = model(x) (B, T, V), labels y (B, T))."""
+    """The `forward` hook for a decoder-only model: (logits = model(x) (B, T, V), labels y (B,
+    T))."""
     return model(batch.x), batch.y
 
 
