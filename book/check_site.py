@@ -9,6 +9,10 @@ Chromium (no network beyond that server). For each page it checks that
 * MathJax has rendered: every math element of the page holds an ``mjx-container``, MathJax
   reported no TeX error, and no raw TeX (``$$``, ``\\(``, ``\\[``, ``\\begin{``) is left in the text
   outside code;
+* no code block (``div.highlight pre`` of a code cell or listing; cell outputs are not checked)
+  scrolls sideways at the 1280 x 900 viewport (``scrollWidth > clientWidth + 1``); the problem names
+  the first line longer than what fits (book/_static/custom.css sets the code column to 100
+  characters, the line length ruff enforces);
 * every ``<img>`` has loaded (``naturalWidth > 0``) and has alt text;
 * every internal link resolves to an existing file and, when it has a ``#fragment``, to an element
   with that id;
@@ -253,8 +257,28 @@ INSPECT_JS = r"""
     figures[f.id] = {img: !!img, loaded: !!img && img.naturalWidth > 0,
                      caption: (f.querySelector('figcaption, p.caption') || {}).textContent || ''};
   }
+  // Code blocks (code cells and listings; not cell outputs) that scroll sideways at this viewport,
+  // with the characters that fit and the first line that does not.
+  const code = [...document.querySelectorAll('div.highlight pre')].filter(p => !p.closest('.cell_output, .output'));
+  const wideCode = [];
+  for (const pre of code) {
+    if (pre.scrollWidth <= pre.clientWidth + 1) continue;
+    const probe = document.createElement('span');
+    probe.textContent = 'M'.repeat(100);
+    pre.appendChild(probe);
+    const charWidth = probe.getBoundingClientRect().width / 100;
+    probe.remove();
+    const style = getComputedStyle(pre);
+    const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    const fits = Math.floor(room / charWidth);
+    const lines = pre.textContent.split('\n');
+    const line = lines.find(l => l.length > fits) || lines.reduce((a, b) => (b.length > a.length ? b : a), '');
+    wideCode.push({fits, length: line.length, line: line.slice(0, 100)});
+  }
   return {
     title: document.title,
+    code: code.length,
+    wideCode,
     math: mathEls.length,
     mathUnrendered: mathEls.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60)),
     mjx: document.querySelectorAll('mjx-container').length,
@@ -323,6 +347,7 @@ class Report:
     images: int = 0
     internal_links: int = 0
     figures: int = 0
+    code_blocks: int = 0
     problems: list[str] = field(default_factory=list)
     shots: list[str] = field(default_factory=list)
 
@@ -333,7 +358,7 @@ class Report:
         verdict = "OK" if not self.problems else f"FAILED ({len(self.problems)} problems)"
         return (f"browser check {verdict}: {self.pages} pages loaded, {self.math} math elements rendered "
                 f"by MathJax, {self.images} images, {self.figures} notebook figures, "
-                f"{self.internal_links} internal links checked")
+                f"{self.internal_links} internal links checked, {self.code_blocks} code blocks measured")
 
 
 _REFRESH = re.compile(r"""<meta\s+http-equiv=["']refresh["']\s+content=["']\s*\d+\s*;\s*url=['"]?([^'" >]+)""",
@@ -386,6 +411,11 @@ def check_page(dt: DevTools, site: Path, base: str, rel: str, report: Report) ->
         report.fail(rel, f"MathJax error: {err}")
     for text in info["raw"]:
         report.fail(rel, f"raw TeX left in the text: {text!r}")
+    # Code that scrolls sideways
+    report.code_blocks += info["code"]
+    for wide in info["wideCode"]:
+        report.fail(rel, f"code block scrolls sideways ({wide['fits']} characters fit, a line has "
+                         f"{wide['length']}): {wide['line']!r}")
     # Images
     for img in info["images"]:
         report.images += 1

@@ -1,7 +1,8 @@
 """The browser check of the built book (book/check_site.py), in headless Chromium.
 
 * The checker itself is tested on a tiny hand-made site with one good page and one page with every
-  kind of problem it must catch (skipped where no Chromium is installed).
+  kind of problem it must catch, and on two pages of code, one that fits and one that scrolls
+  sideways (skipped where no Chromium is installed).
 * The built book is checked when `make book` has produced book/_build/html (skipped otherwise, e.g.
   in CI, which does not build the book; `make browser-check` builds it and runs the same check).
 """
@@ -70,6 +71,37 @@ def test_checker_passes_a_good_page_and_catches_every_kind_of_problem(tmp_path):
     assert "JavaScript error" in bad and "undefinedFunction" in bad
     assert report.internal_links == 3
     assert (tmp_path / "shots" / "index.png").stat().st_size > 1000
+
+
+CODE_STYLE = "<style>pre { overflow: auto; width: 400px; padding: 8px; font: 16px monospace; }</style>"
+SHORT_CODE = f"""<!doctype html><html><head><title>short</title>{CODE_STYLE}</head><body>
+<div class="cell_input"><div class="highlight"><pre>x = 1
+print(x)</pre></div></div>
+<div class="cell_output"><div class="highlight"><pre>{"an output may be wide: " * 6}</pre></div></div>
+</body></html>"""
+LONG_CODE = f"""<!doctype html><html><head><title>long</title>{CODE_STYLE}</head><body>
+<div class="highlight"><pre>x = 1
+y = 2
+total = {" + ".join(["x"] * 20)}
+z = {" + ".join(["y"] * 40)}</pre></div></body></html>"""
+
+
+@needs_chromium
+def test_checker_fails_a_code_block_that_scrolls_sideways_and_names_its_first_long_line(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(SHORT_CODE)
+    (site / "long.html").write_text(LONG_CODE)
+    report = check_site.check_site(site, shots=None)
+
+    assert report.pages == 2 and report.code_blocks == 2      # the cell output is not a code block
+    assert not [p for p in report.problems if p.startswith("index.html")], report.problems
+    long = [p for p in report.problems if p.startswith("long.html")]
+    assert len(long) == 1 and "code block scrolls sideways" in long[0], report.problems
+    first_long_line = "total = " + " + ".join(["x"] * 20)
+    assert f"a line has {len(first_long_line)}): {first_long_line!r}" in long[0]
+    fits = int(long[0].split("(")[1].split(" characters fit")[0])
+    assert 5 < fits < len(first_long_line)
 
 
 @needs_chromium
