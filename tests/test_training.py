@@ -268,19 +268,24 @@ def test_training_clock_pauses_and_stops(monkeypatch):
     assert clock() == 6.0
 
 
-def test_time_budget_excludes_paused_callbacks(monkeypatch):
-    """Each update 'takes' 1 s, each callback 100 s inside clock.paused(): a 5.5 s budget stops at
-    step 6."""
-    fake = _FakeTime()
-    monkeypatch.setattr(engineering.time, "perf_counter", fake)
+def _one_second_updates(fake):
+    """The copy task's loader, model/optimizer/schedule, and a loss that advances `fake` by 1 s."""
     pairs = _copy_task(64)
     loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
-    model, opt, sched = _setup()
     base_loss = LabelSmoothingLoss(10, 0.0, PAD)
 
     def slow_loss(logits, target):
         fake.t += 1.0
         return base_loss(logits, target)
+    return loader, _setup(), slow_loss
+
+
+def test_time_budget_excludes_paused_callbacks(monkeypatch):
+    """Each update 'takes' 1 s, each callback 100 s inside clock.paused(): a 5.5 s budget stops at
+    step 6."""
+    fake = _FakeTime()
+    monkeypatch.setattr(engineering.time, "perf_counter", fake)
+    loader, (model, opt, sched), slow_loss = _one_second_updates(fake)
 
     clock = TrainingClock("cpu")
     steps = []
@@ -484,14 +489,7 @@ def test_the_progress_bar_counts_seconds_against_a_time_budget(monkeypatch, budg
     monkeypatch.setattr(engineering.time, "perf_counter", fake)
     monkeypatch.setattr(training_module, "tqdm", _RecordingBar)
     _RecordingBar.made.clear()
-    pairs = _copy_task(64)
-    loader = BatchLoader(pairs, TokenBatchSampler([len(t) for _, t in pairs], 100), PAD)
-    model, opt, sched = _setup()
-    base_loss = LabelSmoothingLoss(10, 0.0, PAD)
-
-    def slow_loss(logits, target):
-        fake.t += 1.0
-        return base_loss(logits, target)
+    loader, (model, opt, sched), slow_loss = _one_second_updates(fake)
 
     train(model, loader, slow_loss, opt, sched, max_steps=500, time_budget_s=budget, log_every=4,
           device="cpu", progress=True)
