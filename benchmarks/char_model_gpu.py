@@ -43,7 +43,8 @@ from transformer_lib.char_model import (  # noqa: E402
     train_char_model,
 )
 from transformer_lib.data import load_tiny_shakespeare  # noqa: E402
-from transformer_lib.training import amp_settings, autocast, get_batch  # noqa: E402
+from transformer_lib.engineering import amp_settings, autocast  # noqa: E402
+from transformer_lib.training import get_batch  # noqa: E402
 
 
 def first_time_below(history: list[dict], threshold: float) -> float | None:

@@ -34,10 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from transformer_lib.engineering import autocast
 from transformer_lib.masking import make_causal_mask
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.positional import sinusoidal_encoding
-from transformer_lib.training import autocast
 
 SIZES = {  # name: (d_model, n_heads, n_layers, d_ff)
     "small": (256, 4, 3, 1024),

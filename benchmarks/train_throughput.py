@@ -53,14 +53,14 @@ from torch import nn
 
 from transformer_lib.benchmarking import device_name, matmul_flops_per_s
 from transformer_lib.data import load_multi30k
-from transformer_lib.engineering import git_commit, provenance
+from transformer_lib.engineering import amp_settings, autocast, git_commit, provenance
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss, paper_adam
 from transformer_lib.positional import PositionalEncoding
 from transformer_lib.recipe import Recipe, preset
-from transformer_lib.text import train_joint_tokenizer
-from transformer_lib.train import build_model, check_token_ids, encode_pairs
-from transformer_lib.training import BatchLoader, amp_settings, autocast
+from transformer_lib.text import check_token_ids, encode_pairs, train_joint_tokenizer
+from transformer_lib.train import build_model
+from transformer_lib.training import BatchLoader
 
 # Dense bf16 peak (no sparsity) by device name. Add a device with --peak-tflops.
 PEAK_TFLOPS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0),

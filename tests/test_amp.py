@@ -4,10 +4,11 @@ the CPU."""
 import pytest
 import torch
 
-from transformer_lib import training
+from transformer_lib import engineering, training
+from transformer_lib.engineering import amp_settings, autocast_dtype
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import LabelSmoothingLoss
-from transformer_lib.training import amp_settings, autocast_dtype, collate, train, train_step
+from transformer_lib.training import collate, train, train_step
 
 CUDA = torch.device("cuda")
 
@@ -165,7 +166,7 @@ def test_exercise_3_char_model_scales_float16(monkeypatch):
 
 @pytest.mark.parametrize("native", [True, False])
 def test_cpu_bf16_only_when_asked_and_native(monkeypatch, native):
-    monkeypatch.setattr(training, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(engineering, "cpu_has_native_bf16", lambda: native)
     cpu = torch.device("cpu")
     assert amp_settings(cpu) == (None, False, True)              # "auto" stays float32 on every CPU
     assert autocast_dtype(cpu, "auto") is None

@@ -14,7 +14,7 @@ import torch
 
 from transformer_lib import data
 from transformer_lib.decoding import beam_search, greedy_decode
-from transformer_lib.training import amp_settings
+from transformer_lib.engineering import amp_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

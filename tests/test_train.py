@@ -187,8 +187,8 @@ def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
 def test_the_record_names_the_precision_the_run_used(tmp_path, monkeypatch):
     """With amp on a CPU that has bf16 instructions the run trains under bf16 autocast, and says
     so."""
-    from transformer_lib import training
-    monkeypatch.setattr(training, "cpu_has_native_bf16", lambda: True)
+    from transformer_lib import engineering
+    monkeypatch.setattr(engineering, "cpu_has_native_bf16", lambda: True)
     result = run(tiny_recipe(tmp_path / "bf16", max_steps=2, amp=True))
     assert result.results["precision"] == "bfloat16"
 

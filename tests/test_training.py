@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transformer_lib import engineering
+from transformer_lib.engineering import autocast_dtype, pick_device
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import (
     LabelSmoothingLoss,
@@ -20,10 +21,8 @@ from transformer_lib.training import (
     BatchLoader,
     TokenBatchSampler,
     TrainingClock,
-    autocast_dtype,
     collate,
     pad_sequences,
-    pick_device,
     shift_targets,
     token_batches,
     train,

@@ -19,9 +19,8 @@ __all__ = ['DecoderLayer', 'Decoder', 'reorder_cache']
 
 # %% ../notebooks/10_decoder.ipynb #09161184
 class DecoderLayer(nn.Module):
-    """One decoder layer (§3.1, §3.2.3; chapter 10): masked
-    self-attention, cross-attention to the memory, FFN, each in a residual connection with
-    LayerNorm.
+    """One decoder layer (§3.1, §3.2.3; chapter 10): masked self-attention, cross-attention to
+    the memory, FFN, each in a residual connection with LayerNorm.
 
     forward(x (B, L_t, d_model), memory (B, L_s, d_model), tgt_mask=None, memory_mask=None,
     cache=None) -> (B, L_t, d_model). Masks are boolean, True = may attend. tgt_mask broadcasts to

@@ -57,8 +57,7 @@ class Recipe:
     n_layers: int = 3             # encoder layers = decoder layers (the paper: 6)
     d_ff: int = 2048              # hidden width of the feed-forward sub-layer
     dropout: float = 0.3          # dropout on sub-layer outputs and embeddings (the paper: 0.1)
-    attn_dropout: float = 0.3     # dropout on attention weights
-                                  # (not in the paper; nn.Transformer has it)
+    attn_dropout: float = 0.3     # dropout on attention weights (not in the paper)
     ffn_dropout: float = 0.3      # dropout inside the feed-forward sub-layer (likewise)
     norm_first: bool = False      # pre-LN instead of the paper's post-LN
     positional: str = "sinusoidal"  # "sinusoidal" (the paper) or "learned" (Table 3, row E)
@@ -71,10 +70,8 @@ class Recipe:
     # --- optimisation ---
     peak_lr: float = 1e-3    # learning rate at the end of warm-up (the schedule of eq. 3, rescaled)
     warmup_steps: int = 400
-    schedule: str = "noam"        # "noam": eq. (3) rescaled to peak_lr; "budget": warm-up, hold,
-                                  # linear decay to 0
-    decay_start: float = 0.6      # "budget" schedule: fraction of the time/step budget where the
-                                  # decay starts
+    schedule: str = "noam"        # "noam" (eq. 3, rescaled) or "budget" (warm-up, hold, decay)
+    decay_start: float = 0.6      # "budget": fraction of the time/step budget where decay starts
     label_smoothing: float = 0.1
     clip_grad_norm: float = 0.0   # 0 = no clipping (the paper does not clip)
     # --- duration: training stops at whichever limit comes first (0 = no limit) ---
@@ -83,8 +80,7 @@ class Recipe:
     max_steps: int = 0
     # --- checkpoints ---
     average_last: int = 5         # average the weights of the last N epoch snapshots (1 = off)
-    checkpoint_every: int = 2000  # steps between resumable checkpoints
-                                  # (one is always written at the end)
+    checkpoint_every: int = 2000  # steps between resumable checkpoints (and one at the end)
     # --- evaluation ---
     eval_every: int = 10          # epochs between validation evaluations (0 = only at the end)
     eval_sentences: int = 0       # validation sentences used for loss and BLEU (0 = all 1,014)
@@ -95,10 +91,8 @@ class Recipe:
     # --- system ---
     seed: int = 0
     device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1"
-    amp: bool = True              # mixed precision: bf16 on 8.0+ GPUs and bf16-capable CPUs,
-                                  # float16 + scaling on older GPUs
-    compile: bool = False         # torch.compile the model
-                                  # (with fixed_shapes: a handful of shapes); skipped below 8.0
+    amp: bool = True              # mixed precision: bf16 (8.0+ GPUs, bf16 CPUs), else float16
+    compile: bool = False         # torch.compile the model (skipped on GPUs below 8.0)
     out_dir: str = "runs/multi30k"
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
@@ -114,38 +108,32 @@ PRESETS: dict[str, dict] = {
                     ffn_dropout=0.2, peak_lr=2e-3, warmup_steps=300,
                     compile=False, fixed_shapes=True, time_budget_s=30.0, eval_every=0),
     "cpu-tiny": dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1, attn_dropout=0.0,
-                     ffn_dropout=0.0,
-                     vocab_size=1000, batch_tokens=2000, peak_lr=3e-3, warmup_steps=50,
-                     time_budget_s=30.0,
-                     epochs=20, average_last=1, checkpoint_every=500, eval_every=0,
-                     eval_sentences=100,
-                     test_sentences=100, log_every=5, device="cpu", amp=False,
-                     out_dir="runs/cpu-tiny"),
+                     ffn_dropout=0.0, vocab_size=1000, batch_tokens=2000, peak_lr=3e-3,
+                     warmup_steps=50, time_budget_s=30.0, epochs=20, average_last=1,
+                     checkpoint_every=500, eval_every=0, eval_sentences=100, test_sentences=100,
+                     log_every=5, device="cpu", amp=False, out_dir="runs/cpu-tiny"),
     "cpu-30min": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1, attn_dropout=0.1,
-                      ffn_dropout=0.1,
-                      norm_first=True, batch_tokens=1024, bucket=1, peak_lr=2e-3, warmup_steps=100,
-                      schedule="budget", decay_start=0.5, average_last=1, time_budget_s=1797.0,
-                      length_penalty=1.2,
-                      eval_every=0, device="cpu", amp=True, out_dir="runs/cpu-30min"),
+                      ffn_dropout=0.1, norm_first=True, batch_tokens=1024, bucket=1, peak_lr=2e-3,
+                      warmup_steps=100, schedule="budget", decay_start=0.5, average_last=1,
+                      time_budget_s=1797.0, length_penalty=1.2, eval_every=0, device="cpu",
+                      amp=True, out_dir="runs/cpu-30min"),
 }
 
 # Fields that only say how long to train, how to evaluate and where things go: a run may resume
 # with other values. Every other field must agree between a checkpoint and the run that resumes it.
 RUN_ONLY = frozenset({"epochs", "time_budget_s", "max_steps", "checkpoint_every", "eval_every",
-                      "eval_sentences",
-                      "eval_beam", "test_sentences", "beam_size", "length_penalty", "device", "amp",
-                      "compile", "out_dir", "results", "progress", "log_every"})
+                      "eval_sentences", "eval_beam", "test_sentences", "beam_size",
+                      "length_penalty", "device", "amp", "compile", "out_dir", "results",
+                      "progress", "log_every"})
 
 
 def resume_keys() -> tuple[str, ...]:
-    """The recipe fields that must agree between a checkpoint and the run that resumes it: all but
-    RUN_ONLY."""
+    "The fields that a checkpoint and the run resuming it must agree on: all but RUN_ONLY."
     return tuple(f.name for f in fields(Recipe) if f.name not in RUN_ONLY)
 
 
 class RecipeError(ValueError):
-    """A configuration that cannot run: unknown key, wrong type, bad value, missing device, occupied
-    out_dir."""
+    "A configuration that cannot run: unknown key, wrong type, bad value, missing device, ..."
 
 # %% ../notebooks/A5_recipe.ipynb #965c2e1f
 def _coerce(key: str, value, typ: type):
@@ -197,8 +185,7 @@ def load_recipe_file(path: str | os.PathLike, base: Recipe | None = None) -> Rec
 
 
 def _check_field_types(r: Recipe) -> None:
-    """Every field of its declared type (an int is fine for a float; numpy scalars are not), every
-    float finite."""
+    "Every field of its declared type (an int may stand for a float; numpy's may not), finite."
     for f in fields(Recipe):
         value, typ = getattr(r, f.name), FIELD_TYPES[f.type]
         if not (type(value) is typ or (typ is float and type(value) is int)):
@@ -378,8 +365,7 @@ PRESET_NOTES = {
 
 
 def preset_note(r: Recipe) -> str | None:
-    """The note of the preset whose model and training `r` repeats (all `resume_keys()` agree), else
-    None."""
+    "The note of the preset whose model and training `r` repeats (`resume_keys()` agree), or None."
     for name, note in PRESET_NOTES.items():
         if all(getattr(r, k) == getattr(preset(name), k) for k in resume_keys()):
             return note
@@ -391,8 +377,7 @@ if TYPE_CHECKING:
 
 
 def budget_progress(s: RunResult, updates: int) -> float:
-    """The budget schedule's progress: the fraction of the time or of the update budget used, the
-    larger."""
+    "The budget schedule's progress: the larger of the used fractions of time and update budget."
     r = s.recipe
     used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
     return max(used, updates / r.max_steps if r.max_steps else 0.0)
@@ -448,8 +433,7 @@ def diverged(s: RunResult, what: str) -> FloatingPointError:
 
 
 def check_weights(s: RunResult) -> None:
-    """FloatingPointError (via `diverged`) if a weight is NaN or infinite: such weights are never
-    saved."""
+    "FloatingPointError (via `diverged`) if a weight is NaN or infinite: those are never saved."
     bad = nonfinite_weights(s.model)
     if bad:
         raise diverged(s, f"NaN or infinite weights at step {s.step} "
@@ -457,8 +441,7 @@ def check_weights(s: RunResult) -> None:
 
 
 def report_files(s: RunResult) -> None:
-    """Say where the run's files are and, for a preset with a note (cpu-tiny), what the preset is
-    for."""
+    "Say where the run's files are, and what a preset with a note (cpu-tiny) is for."
     names = ", ".join(name for name in RUN_FILES if name != "results.json"
                       and (s.out_dir / name).is_file())
     print(f"wrote {names} in {s.out_dir.resolve()}; results record: "

@@ -25,8 +25,8 @@ def _require(module: str):
 
 # %% auto #0
 __all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'pretokenize', 'learn_bpe',
-           'apply_bpe', 'SubwordTokenizer', 'train_joint_tokenizer', 'round_trip_rate', 'ngram_counts',
-           'bleu_from_tokens', 'BleuResult', 'corpus_bleu']
+           'apply_bpe', 'SubwordTokenizer', 'train_joint_tokenizer', 'round_trip_rate', 'encode_pairs',
+           'check_token_ids', 'ngram_counts', 'bleu_from_tokens', 'BleuResult', 'corpus_bleu']
 
 # %% ../notebooks/17_subwords_and_bleu.ipynb #d01cc835
 WORD_START = "\u2581"  # '▁': marks the start of a word, so spaces survive tokenization
@@ -246,6 +246,24 @@ def round_trip_rate(tokenizer: SubwordTokenizer, texts: Sequence[str]) -> float:
         raise ValueError("texts must not be empty")
     ids = tokenizer.encode_batch(texts)
     return sum(tokenizer.decode(i) == t for t, i in zip(texts, ids)) / len(texts)
+
+# %% ../notebooks/17_subwords_and_bleu.ipynb #3a91e948
+def encode_pairs(tokenizer: SubwordTokenizer,
+                 pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    "Token ids for (German, English) pairs: source `[..., eos]`, target `[bos, ..., eos]`."
+    src = tokenizer.encode_batch([de for de, _ in pairs], add_eos=True)
+    tgt = tokenizer.encode_batch([en for _, en in pairs], add_bos=True, add_eos=True)
+    return list(zip(src, tgt))
+
+
+def check_token_ids(pairs: Sequence[tuple[list[int], list[int]]], vocab_size: int) -> None:
+    "Raise ValueError unless every id of the encoded (source, target) pairs is in [0, vocab_size)."
+    for i, (src, tgt) in enumerate(pairs):
+        for ids in (src, tgt):
+            if ids and (min(ids) < 0 or max(ids) >= vocab_size):
+                bad = min(ids) if min(ids) < 0 else max(ids)
+                raise ValueError(f"pair {i} holds token id {bad}, outside a vocabulary of "
+                                 f"{vocab_size}")
 
 # %% ../notebooks/17_subwords_and_bleu.ipynb #6c32b5d9
 def ngram_counts(tokens: Sequence[str], n: int) -> Counter:

@@ -27,12 +27,15 @@ except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
 
 from transformer_lib.engineering import (
     TrainingClock,
+    amp_settings,
+    autocast,
     barrier,
     device_for,
     dist_env,
     git_commit,
     init_distributed,
     max_weight_diff,
+    pick_device,
     prefetch,
     undo_on_error,
     write_json,
@@ -59,13 +62,17 @@ from transformer_lib.recipe import (
     results_record,
     validate_recipe,
 )
+from transformer_lib.text import (
+    SubwordTokenizer,
+    check_token_ids,
+    corpus_bleu,
+    encode_pairs,
+    train_joint_tokenizer,
+)
 from transformer_lib.training import (
     BatchLoader,
-    amp_settings,
-    autocast,
     evaluate_loss,
     pad_sequences,
-    pick_device,
     train,
 )
 
@@ -74,39 +81,18 @@ from .data import DataError
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
-from .text import SubwordTokenizer, corpus_bleu, train_joint_tokenizer
 
 # %% auto #0
-__all__ = ['MAX_LEN', 'encode_pairs', 'check_token_ids', 'model_config', 'build_model', 'translate', 'validation_loss',
-           'timed_bleu', 'RunResult', 'run', 'prepare', 'evaluate', 'save', 'after_step', 'fit', 'choose_weights',
-           'finalize', 'main']
+__all__ = ['MAX_LEN', 'model_config', 'build_model', 'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare',
+           'evaluate', 'save', 'after_step', 'fit', 'choose_weights', 'finalize', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
-def encode_pairs(tokenizer: SubwordTokenizer,
-                 pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
-    "Token ids for (German, English) pairs: source `[..., eos]`, target `[bos, ..., eos]`."
-    src = tokenizer.encode_batch([de for de, _ in pairs], add_eos=True)
-    tgt = tokenizer.encode_batch([en for _, en in pairs], add_bos=True, add_eos=True)
-    return list(zip(src, tgt))
-
-
-def check_token_ids(pairs: Sequence[tuple[list[int], list[int]]], vocab_size: int) -> None:
-    "Raise ValueError unless every id of the encoded (source, target) pairs is in [0, vocab_size)."
-    for i, (src, tgt) in enumerate(pairs):
-        for ids in (src, tgt):
-            if ids and (min(ids) < 0 or max(ids) >= vocab_size):
-                bad = min(ids) if min(ids) < 0 else max(ids)
-                raise ValueError(f"pair {i} holds token id {bad}, outside a vocabulary of "
-                                 f"{vocab_size}")
-
-
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
 
 
 def model_config(recipe: Recipe, vocab_size: int) -> TransformerConfig:
-    """The `TransformerConfig` of a recipe: every recipe field that names a config field (d_model,
-    n_heads, ..., norm_first, positional), and one joint vocabulary, so source embedding, target
-    embedding and output projection share one matrix (section 3.4)."""
+    """The `TransformerConfig` of a recipe: its sizes (d_model, ..., positional) and one joint
+    vocabulary, one matrix for both embeddings and the output projection (section 3.4)."""
     sizes = {f.name: getattr(recipe, f.name) for f in fields(TransformerConfig)
              if hasattr(recipe, f.name)}
     return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, max_len=MAX_LEN,
@@ -123,8 +109,7 @@ def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence
               beam_size: int = 1,
               alpha: float = 0.6, batch_size: int = 200, device: torch.device | str = "cpu",
               amp_dtype: torch.dtype | None = None) -> list[str]:
-    """Translate `sentences` (batched by length, KV cache on): greedy when `beam_size` is 1, else
-    beam search."""
+    "Translate `sentences`, batched by length, KV cache on: greedy if `beam_size` is 1, else beam."
     model = unwrap_model(model)
     device = torch.device(device)
     ids = tokenizer.encode_batch(list(sentences), add_eos=True)
@@ -157,8 +142,7 @@ def validation_loss(model: nn.Module, loader: BatchLoader, device: torch.device,
 
 
 def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) -> dict:
-    """BLEU (sacreBLEU, detokenized) of translating the German side of `pairs`, and sentences per
-    second."""
+    "BLEU (sacreBLEU, detokenized) of translating the German side of `pairs`; sentences/second."
     synchronize(device)
     t0 = time.perf_counter()
     hyps = translate(model, tokenizer, [de for de, _ in pairs], beam_size=beam_size, alpha=alpha,
@@ -173,8 +157,7 @@ def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) 
 @dataclass
 class RunResult:
     """One run, as one process sees it: what `prepare` builds, `fit` trains and `finalize` records.
-    `run` returns it: recipe, model (the chosen weights), tokenizer, history, evals, results,
-    out_dir."""
+    `run` returns it: recipe, model (the chosen weights), tokenizer, history, evals, results."""
     recipe: Recipe
     device: torch.device
     rank: int
@@ -257,8 +240,7 @@ def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
 
 
 def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
-    """Model, loss, optimiser and schedule (identical initial weights on every process), restored
-    when resuming."""
+    "Model, loss, optimiser, schedule (equal initial weights in every process); restored on resume."
     r, vocab = s.recipe, s.tokenizer.vocab_size
     torch.manual_seed(r.seed)
     s.model = build_model(r, vocab).to(s.device)

@@ -25,18 +25,20 @@ from transformer_lib.engineering import (
     LogWindow,
     Progress,
     TrainingClock,
+    autocast,
+    autocast_dtype,
     check_train_limits,
+    pick_device,
     to_device,
     world_size,
 )
 
-from .benchmarking import cpu_has_native_bf16
 from .model import evaluating
 
 # %% auto #0
 __all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
-           'seq2seq_forward', 'train_step', 'evaluate_loss', 'pick_device', 'amp_settings', 'autocast_dtype',
-           'autocast', 'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward', 'lm_cross_entropy']
+           'seq2seq_forward', 'train_step', 'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows',
+           'lm_forward', 'lm_cross_entropy']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -298,53 +300,6 @@ def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *,
     return total / max(n, 1)
 
 
-def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device to train on: `device` if given (error if it is CUDA and there is none), else CUDA
-    if available, else CPU."""
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device={str(device)!r} was requested, but CUDA is not available on "
-                           "this machine (torch.cuda.is_available() is False); use device='cpu' or "
-                           "leave device unset")
-    return device
-
-
-def amp_settings(device: str | torch.device, cpu_bf16: bool = False) -> tuple[torch.dtype | None,
-                                                                              bool, bool]:
-    """Mixed precision for `device`: (autocast dtype, use a gradient scaler, torch.compile works
-    there). A GPU of compute capability 8.0+ (A100, H100, RTX 30xx and later): bfloat16, no scaler,
-    compiled. Below
-    8.0, e.g. the T4 (7.5) of free Colab, bfloat16 is only emulated and Triton (torch.compile's GPU
-    compiler) cannot compile it: float16 with a `torch.amp.GradScaler` (float16's narrow range
-    underflows small gradients), not compiled. The CPU: float32 (None), no scaler, compiled; with
-    `cpu_bf16=True` (the
-    capstone's `amp`) bfloat16 where the CPU has bfloat16 instructions (`cpu_has_native_bf16`,
-    appendix A3)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        return (torch.bfloat16 if cpu_bf16 and cpu_has_native_bf16() else None), False, True
-    if torch.cuda.get_device_capability(device) >= (8, 0):
-        return torch.bfloat16, False, True
-    return torch.float16, True, False
-
-
-def autocast_dtype(device: torch.device,
-                   amp: str | torch.dtype | None = "auto") -> torch.dtype | None:
-    """dtype for torch.autocast: `"auto"` is `amp_settings`' choice (bfloat16 on a GPU of compute
-    capability 8.0+, float16 below, none (float32) on the CPU); a dtype or None is used as given."""
-    if amp == "auto":
-        return amp_settings(device)[0]
-    if amp is None or isinstance(amp, torch.dtype):
-        return amp
-    raise ValueError(f"amp must be 'auto', None or a torch.dtype, got {amp!r}")
-
-
-def autocast(device: str | torch.device, amp_dtype: torch.dtype | None):
-    """`torch.autocast` to `amp_dtype` on `device`'s type; does nothing when `amp_dtype` is None."""
-    return torch.autocast(torch.device(device).type, dtype=amp_dtype or torch.bfloat16,
-                          enabled=amp_dtype is not None)
 
 # %% ../notebooks/13_training.ipynb #718c8f58
 def _epoch_batches(loader: Iterable, step: int, steps_per_epoch: int | None) -> tuple[int,
