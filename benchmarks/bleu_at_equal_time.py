@@ -64,8 +64,7 @@ def install(s, kind: str, capstone_amp) -> None:
     r = s.recipe
     torch.manual_seed(r.seed)
     s.model = s.trained = TorchReference(s.tokenizer.vocab_size, r.d_model, r.n_heads, r.n_layers,
-                                         r.d_ff,
-                                         r.dropout, r.norm_first,
+                                         r.d_ff, r.dropout, r.norm_first,
                                          pad_id=s.tokenizer.pad_id).to(s.device)
     s.amp_dtype = None                                # eager float32, as a user would write it
     s.optimizer, s.scheduler = make_schedule(s)
@@ -83,15 +82,13 @@ def train_and_score(s, kind: str, capstone_amp, beam: int) -> dict:
                                  reduction="sum")
     loss_fn.check_inputs = False
     val_loss = evaluate_loss(s.model, s.val_loader, loss_fn, device=s.device, amp_dtype=s.amp_dtype)
-    bleu = {f"beam_{k}" if k > 1
-            else "greedy": timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=k,
-                                                           alpha=s.recipe.length_penalty,
-                                      device=s.device,
-                                                           amp_dtype=s.amp_dtype)
+    bleu = {f"beam_{k}" if k > 1 else "greedy":
+            timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=k,
+                       alpha=s.recipe.length_penalty, device=s.device, amp_dtype=s.amp_dtype)
             for k in ((1, beam) if beam > 1 else (1,))}
     tokens = sum(h["tokens"] for h in s.history)
-    return {"model": kind, "precision": "float32" if s.amp_dtype is None
-            else str(s.amp_dtype).removeprefix("torch."),
+    precision = "float32" if s.amp_dtype is None else str(s.amp_dtype).removeprefix("torch.")
+    return {"model": kind, "precision": precision,
             "parameters": s.n_params, "training_seconds": s.train_seconds, "steps": s.step,
             "epochs": s.step / s.steps_per_epoch, "target_tokens_per_s": tokens / s.train_seconds,
             "final_train_loss": s.history[-1]["loss"] if s.history else None, "val_loss": val_loss,

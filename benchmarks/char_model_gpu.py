@@ -114,15 +114,13 @@ def main(argv=None) -> int:
             model.zero_grad(set_to_none=True)
         start = time.perf_counter()
         history = train_char_model(trained, train_ids, val_ids, batch_size=args.batch_size,
-                                   lr=args.lr,
-                                   min_lr=args.min_lr, warmup_steps=args.warmup_steps,
+                                   lr=args.lr, min_lr=args.min_lr, warmup_steps=args.warmup_steps,
                                    time_budget_s=budget,
                                    eval_every_s=args.eval_every_s or budget / 6,
                                    eval_batches=args.eval_batches, amp_dtype=amp, seed=args.seed,
                                    log=lambda line: print("  " + line, flush=True))
         record = {"device": name, "budget_s": budget, "parameters": n_params,
-                  "compile": args.compile,
-                  "lr": args.lr, "steps": history[-1]["step"],
+                  "compile": args.compile, "lr": args.lr, "steps": history[-1]["step"],
                   "train_s": round(history[-1]["train_s"], 2),
                   "wall_s_incl_eval": round(time.perf_counter() - start, 2),
                   "final_val_loss": round(history[-1]["val_loss"], 4),

@@ -69,10 +69,9 @@ class TorchReference(nn.Module):
     def forward(self, src, tgt):
         L_t = tgt.shape[1]
         causal = ~make_causal_mask(L_t, device=tgt.device)              # PyTorch: True = masked out
-        h = self.core(self._embed(src), self._embed(tgt), tgt_mask=causal, src_key_padding_mask=src
-                      == PAD,
-                      tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD,
-                      tgt_is_causal=True)
+        h = self.core(self._embed(src), self._embed(tgt), tgt_mask=causal,
+                      src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD,
+                      memory_key_padding_mask=src == PAD, tgt_is_causal=True)
         return self.out(h)
 
 

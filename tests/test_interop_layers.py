@@ -74,8 +74,9 @@ def test_encoder_stack(norm_first, with_norm, nested):
     torch.manual_seed(1)
     layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True, norm_first=norm_first,
                                        dtype=F64)
-    theirs = randomise(nn.TransformerEncoder(layer, 3, norm=nn.LayerNorm(16, dtype=F64) if with_norm
-                                             else None, enable_nested_tensor=nested), 1).eval()
+    norm = nn.LayerNorm(16, dtype=F64) if with_norm else None
+    theirs = randomise(nn.TransformerEncoder(layer, 3, norm=norm, enable_nested_tensor=nested),
+                       1).eval()
     ours = from_torch(theirs)
     assert isinstance(ours,
                       Encoder) and len(ours.layers) == 3 and (ours.norm is not None) == with_norm
@@ -111,8 +112,8 @@ def test_decoder_stack_and_causal_generation(norm_first):
     torch.manual_seed(2)
     layer = nn.TransformerDecoderLayer(16, 4, 32, batch_first=True, norm_first=norm_first,
                                        dtype=F64)
-    theirs = randomise(nn.TransformerDecoder(layer, 2, norm=nn.LayerNorm(16, dtype=F64)
-                                             if norm_first else None), 2)
+    norm = nn.LayerNorm(16, dtype=F64) if norm_first else None
+    theirs = randomise(nn.TransformerDecoder(layer, 2, norm=norm), 2)
     theirs.eval()
     ours = from_torch(theirs)
     assert isinstance(ours, Decoder)

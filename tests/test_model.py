@@ -58,8 +58,7 @@ def test_paper_sizes():
     with torch.device("meta"):
         for cfg in (TransformerConfig.base(37000), TransformerConfig.big(37000)):
             torch_core = sum(p.numel() for p in nn.Transformer(cfg.d_model, cfg.n_heads,
-                                                               cfg.n_layers, cfg.n_layers,
-                                                               cfg.d_ff,
+                                                               cfg.n_layers, cfg.n_layers, cfg.d_ff,
                                                                batch_first=True).parameters())
             counts = parameter_count(cfg)
             assert torch_core == counts["encoder"] + counts["decoder"] + 4 * cfg.d_model
@@ -91,8 +90,7 @@ def test_initialisation_is_as_stated():
                 == pytest.approx(math.sqrt(2 / 128), rel=0.1))
         assert block.abs().max() > math.sqrt(6 / (4 * 64))          # not one (3d x d) Xavier matrix
     untied = Transformer(TransformerConfig(src_vocab_size=3000, tgt_vocab_size=3000, d_model=64,
-                                           n_heads=4,
-                                           n_layers=1, d_ff=256, tie_output=False,
+                                           n_heads=4, n_layers=1, d_ff=256, tie_output=False,
                                            positional="learned"))
     assert untied.output_projection.weight.std().item() == pytest.approx(64 ** -0.5, rel=0.05)
     # learned positions: N(0, 1)

@@ -363,8 +363,7 @@ def test_transformer_lib_train_is_the_module_whatever_was_imported_first(first):
 
 def test_help_lists_every_flag_with_its_comment_and_default():
     r = subprocess.run([sys.executable, "-m", "transformer_lib.train", "--help"],
-                       capture_output=True, text=True,
-                       timeout=120,
+                       capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())                  # argparse wraps lines
@@ -605,8 +604,8 @@ def test_a_diverging_run_keeps_its_last_good_checkpoint(tmp_path, monkeypatch, c
                                      if t.is_floating_point())
     assert not (out / "model.pt").exists() and not list(out.glob("*.tmp"))
     capsys.readouterr()
-    assert (main(tiny_flags(tmp_path / "cli", max_steps=8, log_every=log_every, checkpoint_every=3))
-            == 2)
+    flags = tiny_flags(tmp_path / "cli", max_steps=8, log_every=log_every, checkpoint_every=3)
+    assert main(flags) == 2
     assert re.search(message, _one_error_line(capsys))
 
 

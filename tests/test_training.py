@@ -304,8 +304,7 @@ def test_time_budget_excludes_paused_callbacks(monkeypatch):
     model, opt, sched = _setup()
     steps.clear()
     train(model, loader, slow_loss, opt, sched, max_steps=None, time_budget_s=5.5, log_every=4,
-          device="cpu",
-          progress=False,
+          device="cpu", progress=False,
           callback=lambda step: (steps.append(step), setattr(fake, "t", fake.t + 100.0)))
     assert steps == [1, 2]
 
@@ -322,8 +321,9 @@ def test_train_hooks_prefetch_and_history():
             yield b.to(device)
 
     earlier = [{"step": 0, "note": "from a checkpoint"}]
-    hist = train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched, max_steps=len(loader)
-                 + 2, log_every=3, device="cpu", progress=False, prefetch=prefetch, history=earlier)
+    hist = train(model, loader, LabelSmoothingLoss(10, 0.0, PAD), opt, sched,
+                 max_steps=len(loader) + 2, log_every=3, device="cpu", progress=False,
+                 prefetch=prefetch, history=earlier)
     assert hist is earlier and hist[0]["note"] == "from a checkpoint"
     assert len(seen) == len(loader) + 2         # every batch went through the hook, over two epochs
     assert sum(r["tokens"] for r in hist[1:]) == sum(seen)

@@ -160,8 +160,7 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
                      lr: float = 1e-3, min_lr: float = 1e-4, warmup_steps: int = 100,
                      max_steps: int | None = None,
                      time_budget_s: float | None = None, weight_decay: float = 0.1,
-                     betas=(0.9, 0.99),
-                     grad_clip: float = 1.0, eval_every_steps: int | None = None,
+                     betas=(0.9, 0.99), grad_clip: float = 1.0, eval_every_steps: int | None = None,
                      eval_every_s: float | None = None,
                      eval_batches: int = 200, amp_dtype: torch.dtype | None = None, seed: int = 0,
                      log: Callable[[str], None] | None = print) -> list[dict]:
@@ -206,8 +205,7 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
     train(model, RandomWindows(train_ids, model.block_size, batch_size, seed=seed),
           lm_cross_entropy, optimizer,
           scheduler, max_steps=max_steps, time_budget_s=time_budget_s, clip_grad_norm=grad_clip
-          or None,
-          device=device, amp=amp_dtype, progress=False, callback=after_step, clock=clock,
+          or None, device=device, amp=amp_dtype, progress=False, callback=after_step, clock=clock,
           forward=lm_forward)
     if not history or history[-1]["step"] != state["step"]:            # the end of a time budget
         evaluate()

@@ -84,8 +84,8 @@ def _final_norm(d_model: int, eps: float, norm_first: bool,
 def _check_input(x, module: nn.Module, name: str = "x") -> None:
     """x must be a floating-point (B, L, d_model) tensor of the dtype of `module`'s parameters."""
     d_model = module.d_model
-    if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3 or x.size(-1)
-        != d_model):
+    if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3
+            or x.size(-1) != d_model):
         got = (f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
                else type(x).__name__)
         raise ValueError(f"{name} must be a floating-point tensor of shape (B, L, "

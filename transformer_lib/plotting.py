@@ -51,8 +51,8 @@ def plot_attention(weights, x_labels: Sequence[str] | None = None,
                              f"axis (weights shape {tuple(w.shape)})")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.45 * n_k + 2.5, 0.45 * n_q + 1.5))
-    im = ax.imshow(w.numpy(), cmap=cmap, vmin=0.0, vmax=vmax if vmax is not None
-                   else float(w.max()), aspect="auto")
+    im = ax.imshow(w.numpy(), cmap=cmap, vmin=0.0,
+                   vmax=vmax if vmax is not None else float(w.max()), aspect="auto")
     ax.set_xticks(range(n_k), labels=list(x_labels) if x_labels is not None else range(n_k),
                   rotation=90 if x_labels is not None else 0)
     ax.set_yticks(range(n_q), labels=list(y_labels) if y_labels is not None else range(n_q))
@@ -310,10 +310,9 @@ def plot_architecture(highlight=None, ax=None):
                 ha="left" if sign > 0 else "right", va="center", frame=False)
         c.arrow(f"{side}-flow", [(x, 2.63), (x, base + 0.15)], head=False)
     # The encoder and decoder layers (sections 3.1-3.3).
-    enc_top, _ = _stack(c, "encoder", xe,
-                        [("encoder-self-attention", "Multi-Head\nSelf-Attention", 0.78),
-                                           ("encoder-feed-forward", "Feed-Forward", 0.6)], -1, base
-                        + 0.15, W)
+    enc_top, _ = _stack(c, "encoder", xe, [
+        ("encoder-self-attention", "Multi-Head\nSelf-Attention", 0.78),
+        ("encoder-feed-forward", "Feed-Forward", 0.6)], -1, base + 0.15, W)
     dec_top, splits = _stack(c, "decoder", xd, [
         ("decoder-masked-self-attention", "Masked Multi-Head\nSelf-Attention", 0.78),
         ("decoder-cross-attention", "Multi-Head\nCross-Attention", 0.78),
@@ -321,13 +320,14 @@ def plot_architecture(highlight=None, ax=None):
     for element, x, top, sign in (("encoder-stack", xe, enc_top, -1),
                                   ("decoder-stack", xd, dec_top, 1)):
         s = c.style(element, "stack")           # the frame of N identical layers
-        face = "#fafafa" if c.lit(element) is False else _tint("tab:blue", 0.9) if c.lit(element) \
-            else _tint("tab:gray", 0.88)
+        lit = c.lit(element)
+        face = ("#fafafa" if lit is False
+                else _tint("tab:blue", 0.9) if lit else _tint("tab:gray", 0.88))
         ax.add_patch(FancyBboxPatch((x - fw / 2, base), fw, top + 0.18 - base, facecolor=face,
                                     boxstyle="round,pad=0,rounding_size=0.25", edgecolor=s["edge"],
                                     lw=s["lw"], zorder=1, gid=element))
-        ax.text(x + sign * (fw / 2 + 0.15), (base + top) / 2, "N×", ha="left" if sign > 0
-                else "right",
+        ax.text(x + sign * (fw / 2 + 0.15), (base + top) / 2, "N×",
+                ha="left" if sign > 0 else "right",
                 va="center", fontsize=10, color=s["text"], fontweight=s["weight"], gid=element)
     # The encoder's output gives the keys and values of every decoder layer's cross-attention
     # (3.2.3).
@@ -394,8 +394,8 @@ def plot_attention_diagram(kind: str = "scaled-dot-product", ax=None):
         for name, xi in (("V", 1.2), ("K", 2.9), ("Q", 4.6)):
             ax.text(xi, 0.3, name, ha="center", va="center", fontsize=11)
             for j in (2, 1, 0):                              # h projections, drawn back to front
-                c.box(f"linear-{name}", "linear", xi + 0.12 * j, 1.3 + 0.12 * j, 1.3, 0.5, "" if j
-                      else "Linear")
+                c.box(f"linear-{name}", "linear", xi + 0.12 * j, 1.3 + 0.12 * j, 1.3, 0.5,
+                      "" if j else "Linear")
             c.arrow(name, [(xi, 0.55), (xi, 1.05)])
             c.arrow(name, [(xi, 1.55), (xi, 2.2)])
         for j in (2, 1, 0):

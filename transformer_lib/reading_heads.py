@@ -41,8 +41,8 @@ def _reversal_score_reference(weights: torch.Tensor, n_symbols: torch.Tensor, sh
     L_s = weights.shape[-1]
     sums, counts = [], []
     for b, n in enumerate(n_symbols.tolist()):
-        picked = [weights[b, :, t, n - 1 - t + shift] for t in range(n) if 0 <= n - 1 - t + shift
-                  < L_s]
+        picked = [weights[b, :, t, n - 1 - t + shift] for t in range(n)
+                  if 0 <= n - 1 - t + shift < L_s]
         sums.append(torch.stack(picked).sum(0) if picked else torch.zeros(weights.shape[1]))
         counts.append(len(picked))
     if pooled:

@@ -392,8 +392,8 @@ def make_schedule(s: RunResult) -> tuple[torch.optim.Optimizer,
         optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr)
         return optimizer, BudgetSchedule(optimizer, r.warmup_steps, partial(budget_progress, s),
                                          r.decay_start)
-    optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr
-                           / warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps))
+    peak = warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps)    # eq. (3) at its maximum
+    optimizer = paper_adam(s.model.parameters(), lr=r.peak_lr / peak)
     return optimizer, WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
 
 

@@ -102,8 +102,7 @@ class Batch:
 
 
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0, *,
-            bucket: int = 1,
-            src_len: int | None = None, tgt_len: int | None = None,
+            bucket: int = 1, src_len: int | None = None, tgt_len: int | None = None,
             rows: int | None = None) -> Batch:
     """Turn (src ids, tgt ids) pairs into a padded `Batch`; each tgt is `[bos, ..., eos]`.
 
