@@ -184,8 +184,7 @@ def test_attention_head_is_projections_then_sdpa():
     assert w.shape == (2, 5, 7) and head(x)[0].shape == (2, 5, 3)
 
 
-# --- bad input: the error names the argument and the expected shape or type
-# -------------------------
+# --- bad input: the error names the argument and the expected shape or type -----------------------
 def test_bad_inputs():
     q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 6)
     with pytest.raises(TypeError, match=r"query must be a floating-point tensor of shape \(\.\.\., "

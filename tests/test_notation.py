@@ -48,8 +48,7 @@ def test_self_attention_columns_equal_rows(D, N, seed):
     torch.testing.assert_close(H_out, Y.T)
 
 
-# --- the notation page's "in the code" column
-# ------------------------------------------------------
+# --- the notation page's "in the code" column -----------------------------------------------------
 
 def _defaults(fn):
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()}

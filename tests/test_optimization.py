@@ -25,8 +25,7 @@ from transformer_lib.optimization import (
 )
 
 
-# --- Adam
-# ------------------------------------------------------------------------------------------
+# --- Adam -----------------------------------------------------------------------------------------
 def test_paper_adam_constants_and_update_rule():
     g = torch.Generator().manual_seed(0)
     theta = torch.randn(6, dtype=torch.float64, generator=g).requires_grad_()
@@ -45,8 +44,7 @@ def test_paper_adam_constants_and_update_rule():
     torch.testing.assert_close(theta.detach(), mine, atol=1e-12, rtol=0)
 
 
-# --- schedule
-# --------------------------------------------------------------------------------------
+# --- schedule -------------------------------------------------------------------------------------
 @settings(max_examples=25, deadline=None)
 @given(d_model=st.integers(1, 2048), warmup=st.integers(1, 5000), step=st.integers(1, 100_000))
 def test_warmup_lr_equals_formula(d_model, warmup, step):
@@ -96,8 +94,7 @@ def test_warmup_lr_rejects_bad_arguments(step, d_model, warmup):
         warmup_lr(step, d_model, warmup)
 
 
-# --- label smoothing
-# -------------------------------------------------------------------------------
+# --- label smoothing ------------------------------------------------------------------------------
 @settings(max_examples=25, deadline=None)
 @given(b=st.integers(1, 4), length=st.integers(1, 9), vocab=st.integers(2, 30),
        eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]), pad_frac=st.floats(0, 0.9),
@@ -193,8 +190,7 @@ def test_label_smoothing_range_check_can_be_switched_off(monkeypatch):
     assert torch.isfinite(crit(torch.randn(2, 3, 5), torch.tensor([[1, 2, 4], [0, 0, 0]])))
 
 
-# --- checkpoints
-# -----------------------------------------------------------------------------------
+# --- checkpoints ----------------------------------------------------------------------------------
 def _trained(seed=0, steps=3):
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.2), nn.Linear(8, 2))
@@ -393,8 +389,7 @@ def test_budget_schedule_reads_the_update_count():
     assert rates == pytest.approx([1.0, 0.75, 0.5, 0.25])
 
 
-# --- hardening: nothing half-done
-# ----------------------------------------------------------------------------
+# --- hardening: nothing half-done -----------------------------------------------------------------
 def test_an_optimizer_state_that_does_not_fit_leaves_the_weights_alone(tmp_path):
     net, opt, sched = _trained()
     path = save_checkpoint(tmp_path / "c.pt", net, opt, sched, step=3)

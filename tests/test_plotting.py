@@ -86,8 +86,7 @@ def test_import_is_light():
     assert out.split() == ["transformer_lib.plotting"] * 2
 
 
-# --- the map of the architecture (the paper's Figure 1) and Figure 2
-# ------------------------------------------
+# --- the map of the architecture (the paper's Figure 1) and Figure 2 ------------------------------
 
 MUTED, MUTED_FRAME = to_rgba("#f3f3f3"), to_rgba("#fafafa")     # muted boxes, muted stack frames
 

@@ -171,8 +171,7 @@ def test_full_multi30k_round_trip():
         assert round_trip_rate(tok, [s for p in pairs for s in p]) == 1.0
 
 
-# --- BLEU
-# -------------------------------------------------------------------------------------------------
+# --- BLEU -----------------------------------------------------------------------------------------
 tokens = st.lists(st.sampled_from(["a", "b", "c", "dog", "cat"]), min_size=0, max_size=12)
 
 

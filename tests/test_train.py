@@ -2,6 +2,7 @@
 batches, resume == uninterrupted, and a 2-process DistributedDataParallel run (gloo) with identical
 weights."""
 import dataclasses
+import inspect
 import json
 import math
 import os
@@ -56,8 +57,7 @@ def files_of(directory):
             if p.is_file()} if Path(directory).exists() else {}
 
 
-# --- configuration
-# ----------------------------------------------------------------------------------------
+# --- configuration --------------------------------------------------------------------------------
 def test_precedence_preset_file_flags(tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text('preset = "cpu-tiny"\nd_model = 64\ndropout = 0.2\n')
@@ -111,8 +111,7 @@ def test_cuda_requested_without_cuda(tmp_path, capsys):
         recipe_from_dict({"device": "tpu"})
 
 
-# --- batches
-# ----------------------------------------------------------------------------------------------
+# --- batches --------------------------------------------------------------------------------------
 def _pairs(n=300, seed=0):
     g = torch.Generator().manual_seed(seed)
     lens = torch.randint(1, 30, (n, 2), generator=g).tolist()
@@ -142,8 +141,7 @@ def test_bucketed_batches(fixed):
     assert not shards[0] & shards[1]
 
 
-# --- runs
-# -------------------------------------------------------------------------------------------------
+# --- runs -----------------------------------------------------------------------------------------
 def tiny_recipe(out_dir, **changes):
     return recipe_from_dict({**TINY, "out_dir": str(out_dir), **changes})
 
@@ -315,8 +313,7 @@ def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
             == pytest.approx(rec["training_seconds"], abs=1))
 
 
-# --- the budget schedule and learned positions as recipe fields
-# ------------------------------------------
+# --- the budget schedule and learned positions as recipe fields -----------------------------------
 @pytest.mark.parametrize("values, message", [
     ({"schedule": "cosine"}, "schedule must be 'noam' or 'budget'"),
     ({"positional": "rope"}, "positional must be 'sinusoidal' or 'learned'"),
@@ -374,8 +371,16 @@ def test_help_lists_every_flag_with_its_comment_and_default():
                 and f"(default: {getattr(Recipe(), f.name)!r})" in text)
 
 
-# --- hardening: numbers that are not numbers, paths checked before the first write
-# ------------------------
+def test_every_field_comment_fits_on_its_line():
+    """--help shows the comment after each field (`field_comments`); a comment continued on a line
+    of its own would be missing from it."""
+    body = inspect.getsource(Recipe).splitlines()[1:]
+    continued = [line.strip() for line in body if line.lstrip().startswith("#")
+                 and len(line) - len(line.lstrip()) > 4]             # deeper than a field
+    assert not continued, f"field comments continued on another line: {continued}"
+
+
+# --- hardening: numbers that are not numbers, paths checked before the first write ---------------
 FLOAT_FIELDS = [f.name for f in dataclasses.fields(Recipe) if f.type == "float"]
 
 
@@ -476,8 +481,7 @@ def test_preset_note_says_what_cpu_tiny_is_for():
     assert preset_note(preset("cpu-30min")) is None and preset_note(recipe_from_dict(TINY)) is None
 
 
-# --- hardening: the command line never shows a traceback for a failure the user can cause
-# ----------------
+# --- hardening: the command line never shows a traceback for a failure the user can cause ---------
 def _one_error_line(capsys):
     err = capsys.readouterr().err
     lines = err.strip().splitlines()

@@ -32,8 +32,7 @@ from transformer_lib.training import (
 PAD, BOS, EOS = 0, 1, 2
 
 
-# --- batching
-# --------------------------------------------------------------------------------------
+# --- batching -------------------------------------------------------------------------------------
 def test_pad_sequences_and_shift():
     t = pad_sequences([[1, 5, 6, 2], [1, 7, 2]], pad_id=0)
     assert t.tolist() == [[1, 5, 6, 2], [1, 7, 2, 0]]
@@ -116,8 +115,7 @@ def test_batch_loader_iter_from_and_no_global_rng():
     assert [b.tgt_out.tolist() for b in loader] != full and len(loader) == len(full)
 
 
-# --- device and loop
-# -------------------------------------------------------------------------------
+# --- device and loop ------------------------------------------------------------------------------
 def test_pick_device():
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert pick_device().type == expected and pick_device("auto").type == expected

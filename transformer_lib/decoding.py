@@ -175,8 +175,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
             top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=1)                 # (B, 2K)
             top_beam, top_token = top_idx // V, top_idx % V
             is_eos = top_token == eos_id
-            # -- finish: eos among the best K (and, at max_len, the K best others too)
-            # ------------------
+            # -- finish: eos among the best K (and, at max_len, the K best others too) -------------
             finish = is_eos & (rank[: top_idx.shape[1]] < K)
             if t == max_len:
                 finish |= ~is_eos & ((~is_eos).cumsum(1) <= K)         # the K best that are not eos
@@ -193,16 +192,14 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
                 fin_tokens = torch.cat([fin_tokens, hyp], dim=1).gather(
                     1, keep[:, :, None].expand(-1, -1, max_len + 1))
                 fin_count += finish.sum(1)
-            # -- continue: the best K extensions that are not eos
-            # --------------------------------------
+            # -- continue: the best K extensions that are not eos ----------------------------------
             scores, pick = top_scores.masked_fill(is_eos, -math.inf).topk(K, dim=1)         # (B, K)
             beam, token = top_beam.gather(1, pick), top_token.gather(1, pick)
             order = (batch_offset + beam).view(-1)                                          # (B*K,)
             tokens = torch.cat([tokens.index_select(0, order), token.view(-1, 1)], dim=1)
             if use_cache:
                 reorder_cache(cache, order)
-            # -- stop when every sentence is done
-            # -------------------------------------------------------
+            # -- stop when every sentence is done --------------------------------------------------
             best_possible = scores.max(dim=1).values / length_penalty(max_len, alpha)
             done |= (fin_count >= K) | (fin_scores[:, 0] >= best_possible)
             if done.all():
