@@ -19,8 +19,8 @@ __all__ = ['scaled_dot_product_attention', 'AttentionHead', 'check_mask']
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  mask: torch.Tensor | None = None, dropout_p: float = 0.0,
                                  scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q K^T / sqrt(d_k)) V: the paper's eq. (1), section 3.2.1 (chapter 02; masks: chapter
-    03).
+    """softmax(Q K^T / sqrt(d_k)) V: the paper's eq. (1), section 3.2.1
+    (chapter 02; masks: chapter 03).
 
     query: (..., L_q, d_k); key: (..., L_k, d_k); value: (..., L_k, d_v); leading axes broadcast.
     mask: boolean, True = may attend, broadcastable to (..., L_q, L_k). A query whose mask row is

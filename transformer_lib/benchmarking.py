@@ -89,8 +89,8 @@ def time_interleaved(fns: dict[str, Callable[[], object]], rounds: int = 5, iter
                      clock: Callable[[], float] = time.perf_counter) -> Timings:
     """Time the callables side by side: `warmup` untimed calls each, then `rounds` rounds in which
     every callable runs `iters` times; the order alternates (A B C, C B A, A B C, ...) so that no
-    contender always runs first or last. `sync` is called before each clock read (`synchronize` on a
-    GPU). Returns the seconds per call of each callable in each round.
+    contender always runs first or last. `sync` is called before each clock read
+    (`synchronize` on a GPU). Returns the seconds per call of each callable in each round.
     """
     if not fns:
         raise ValueError("fns must name at least one callable")

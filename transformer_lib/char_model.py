@@ -62,8 +62,8 @@ class CharTokenizer:
 # %% ../notebooks/exercises/solutions/ex3_char_model_solution.ipynb #4b9a121e
 @dataclass
 class CharModelConfig:
-    """Sizes of a CharModel. Defaults: the reference GPU configuration (nanoGPT's
-    shakespeare_char)."""
+    """Sizes of a CharModel. Defaults: the reference GPU configuration
+    (nanoGPT's shakespeare_char)."""
 
     vocab_size: int = 65
     block_size: int = 256        # context length
@@ -135,8 +135,8 @@ class CharModel(nn.Module):
 @torch.no_grad()
 def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              generator: torch.Generator | None = None) -> torch.Tensor:
-    """Append `max_new_tokens` tokens to idx (B, T), each drawn from softmax(logits[:, -1] /
-    temperature)."""
+    """Append `max_new_tokens` tokens to idx (B, T), each drawn from
+    softmax(logits[:, -1] / temperature)."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     for _ in range(max_new_tokens):
@@ -169,8 +169,8 @@ def train_char_model(model: nn.Module, train_ids: torch.Tensor, val_ids: torch.T
 
     The loop is chapter 13's `train` with the decoder-only hook (`lm_forward`); the cosine
     schedule's progress is step / max_steps, or the fraction of time_budget_s spent when a budget is
-    given. Data and model must be on the same device. Each record: step, train_s (training seconds
-    so far), lr (of the last update), val_loss.
+    given. Data and model must be on the same device. Each record: step, train_s
+    (training seconds so far), lr (of the last update), val_loss.
     """
     if (max_steps is None) == (time_budget_s is None):
         raise ValueError("give exactly one of max_steps and time_budget_s")
@@ -381,8 +381,8 @@ def _empirical(generate, model, prompt_len: int, temperature: float, n: int = 40
 
 @checker("Exercise 3 (sampling with temperature)")
 def check_sampling(generate) -> str:
-    """`generate(model, idx, max_new_tokens, temperature=1.0)`: sample from softmax(logits[:, -1] /
-    temperature)."""
+    """`generate(model, idx, max_new_tokens, temperature=1.0)`: sample from
+    softmax(logits[:, -1] / temperature)."""
     model = _FixedLogitsModel(block_size=8)
     try:
         long_run = generate(model, torch.zeros(2, 3, dtype=torch.long), 12, temperature=1.0)

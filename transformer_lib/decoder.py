@@ -66,8 +66,8 @@ class Decoder(nn.Module):
 
     forward(x (B, L_t, d_model) embeddings, memory (B, L_s, d_model), tgt_mask=None,
     memory_mask=None, cache=None) -> (B, L_t, d_model). tgt_mask=None means causal. cache: a dict
-    the Decoder fills with one entry per layer, cache["layer_0"], cache["layer_1"], ... (see
-    DecoderLayer).
+    the Decoder fills with one entry per layer, cache["layer_0"], cache["layer_1"], ...
+    (see DecoderLayer).
     """
 
     def __init__(self, n_layers: int, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
@@ -100,8 +100,8 @@ def _check_decoder_inputs(layer: DecoderLayer, x, memory, cache: dict | None) ->
 
 # %% ../notebooks/10_decoder.ipynb #fa79f682
 def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
-    """Select the batch entries `index` (a 1-D LongTensor) of every cached tensor, in place (for
-    beam search).
+    """Select the batch entries `index` (a 1-D LongTensor) of every cached tensor, in place
+    (for beam search).
 
     Walks the nested dict the Decoder fills; non-tensor values (e.g. the model's position offset)
     are kept.

@@ -2,8 +2,8 @@
 
 # %% ../notebooks/15_decoding.ipynb #476ab02b
 """Decoding a trained model: greedy search and beam search with a length penalty, both with the KV
-cache. Chapter 15 (notebooks/15_decoding.ipynb): the paper's section 6.1 (beam search with the
-length penalty of Wu et al., 2016). Needs only PyTorch."""
+cache. Chapter 15 (notebooks/15_decoding.ipynb): the paper's section 6.1
+(beam search with the length penalty of Wu et al., 2016). Needs only PyTorch."""
 from __future__ import annotations
 
 import math

@@ -115,8 +115,8 @@ def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, d
     multiply-adds of the matrix products (self-attention: 4 n d^2 for the projections + 2 n^2 d),
     steps that must run one after another, the steps from input position 1 to output position n
     (layers for stacks, time steps for recurrences) and the paper's order of the complexity per
-    layer. Layer types: "self_attention", "rnn" (nn.RNN), "gru" (nn.GRU), "conv" (causal Conv1d of
-    width k), "dilated_conv" (dilation k^(l-1) in layer l) and, when r is given,
+    layer. Layer types: "self_attention", "rnn" (nn.RNN), "gru" (nn.GRU), "conv"
+    (causal Conv1d of width k), "dilated_conv" (dilation k^(l-1) in layer l) and, when r is given,
     "restricted_self_attention" (each query sees the r positions centred on it, r odd).
     """
     _check_cost_args(n, d, k, r)                 # see the cell below

@@ -134,8 +134,8 @@ def to_device(batches: Iterable, device: torch.device) -> Iterator:
 def background(items: Iterable, depth: int = 4, prepare: Callable = lambda x: x) -> Iterator:
     """Yield `prepare(item)` for `items`, computed up to `depth` items ahead on a background thread.
 
-    An exception in the thread is re-raised here. When the consumer stops early (break, error,
-    close), the thread stops too, also when it has already produced everything.
+    An exception in the thread is re-raised here. When the consumer stops early
+    (break, error, close), the thread stops too, also when it has already produced everything.
     """
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop, done = threading.Event(), object()
@@ -388,8 +388,8 @@ def field_comments(cls) -> dict[str, str]:
 
 def add_dataclass_flags(parser: argparse.ArgumentParser, cls) -> None:
     """One flag per field of the dataclass `cls` (`d_model` → `--d-model`, booleans get `--no-...`),
-    with the field's comment as help and its default shown. Every flag defaults to None (= not
-    given)."""
+    with the field's comment as help and its default shown. Every flag defaults to None
+    (= not given)."""
     comments, defaults = field_comments(cls), cls()
     for f in dataclasses.fields(cls):
         flag, typ = "--" + f.name.replace("_", "-"), FIELD_TYPES[f.type]

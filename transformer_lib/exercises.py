@@ -160,8 +160,8 @@ _PRE_LN_STATES = ("pre", "post", "no_final", "normed")
 def _pre_ln_reference(model: Transformer, encoder: str = "pre",
                       decoder: str = "pre") -> Transformer:
     """The pre-LN model, or a typical mistake: each stack is 'pre' (right), 'post' (unchanged),
-    'no_final' (pre-LN sub-layers, no final LayerNorm) or 'normed' (LN(x) + F(LN(x)), final
-    LayerNorm)."""
+    'no_final' (pre-LN sub-layers, no final LayerNorm) or 'normed'
+    (LN(x) + F(LN(x)), final LayerNorm)."""
     d = model.config.d_model
     for stack, state in ((model.encoder, encoder), (model.decoder, decoder)):
         if state == "post":
@@ -260,8 +260,8 @@ def check_pre_ln(make_pre_ln: Callable[[Transformer], Transformer]) -> str:
 @checker("Exercise 1 (training without warm-up)")
 def check_pre_ln_trains(post_ln_losses: Sequence[float], pre_ln_losses: Sequence[float],
                         window: int = 20) -> str:
-    """Pre-LN trained without warm-up must end clearly below post-LN (mean of the last `window`
-    losses)."""
+    """Pre-LN trained without warm-up must end clearly below post-LN
+    (mean of the last `window` losses)."""
     for name, losses in (("post_ln_losses", post_ln_losses), ("pre_ln_losses", pre_ln_losses)):
         if losses is None or len(losses) < window:
             raise WrongAnswer(f"{name} must hold the loss of every training step (at least "

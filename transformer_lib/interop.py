@@ -37,11 +37,11 @@ def _as_keep(mask: torch.Tensor, name: str) -> torch.Tensor:
 def mask_from_torch(attn_mask: torch.Tensor | None = None,
                     key_padding_mask: torch.Tensor | None = None,
                     n_heads: int | None = None) -> torch.Tensor | None:
-    """PyTorch's masks -> one transformer_lib mask (bool, True = may attend), broadcastable to (B,
-    h, L_q, L_k).
+    """PyTorch's masks -> one transformer_lib mask (bool, True = may attend), broadcastable to
+    (B, h, L_q, L_k).
 
-    attn_mask: (L_q, L_k) or (B*h, L_q, L_k) (the 3-D form needs n_heads); key_padding_mask: (B,
-    L_k). Boolean masks use PyTorch's True = masked out; float masks must hold only 0 and -inf
+    attn_mask: (L_q, L_k) or (B*h, L_q, L_k) (the 3-D form needs n_heads); key_padding_mask:
+    (B, L_k). Boolean masks use PyTorch's True = masked out; float masks must hold only 0 and -inf
     (chapter 12).
     """
     mask = None

@@ -13,8 +13,8 @@ __all__ = ['make_padding_mask', 'make_causal_mask']
 
 # %% ../notebooks/03_masking.ipynb #922dc1a2
 def make_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """(B, L) token ids -> (B, 1, 1, L) boolean mask, True at real tokens (keys that may be attended
-    to).
+    """(B, L) token ids -> (B, 1, 1, L) boolean mask, True at real tokens
+    (keys that may be attended to).
 
     Broadcasts over heads and queries; combine with a causal mask by `&` (chapter 03).
     """

@@ -204,8 +204,8 @@ def _check_batch(x, name: str, ref: torch.Tensor, ref_name: str) -> None:
 
 # %% ../notebooks/11_model.ipynb #a57ad81b
 def parameter_count(config: TransformerConfig) -> dict[str, int]:
-    """Parameters of Transformer(config) by part, by formula, without building it (shared tensors
-    counted once).
+    """Parameters of Transformer(config) by part, by formula, without building it
+    (shared tensors counted once).
 
     For the total of a built model or of a config, use `count_parameters`.
     """

@@ -93,8 +93,8 @@ def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention, MultiHead(Q, K, V) = Concat(head_1..head_h) W_O (section 3.2.2; chapter
-    05).
+    """Multi-head attention, MultiHead(Q, K, V) = Concat(head_1..head_h) W_O
+    (section 3.2.2; chapter 05).
 
     in_proj: nn.Linear(d_model, 3 d_model), rows stacked [W_Q; W_K; W_V] (the layout of
     nn.MultiheadAttention.in_proj_weight); out_proj: W_O. Batch first: query (B, L_q, d_model),
@@ -143,8 +143,8 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out)                                    # [head_1, ..., head_h] W_O
 
     def _heads(self, query, key, value, cache: dict | None, static_kv: bool):
-        """Q, K, V split into heads, with the KV cache read and filled: (B, h, L_q, d_k), 2 x (B, h,
-        L_k, d_k)."""
+        """Q, K, V split into heads, with the KV cache read and filled: (B, h, L_q, d_k), 2 x
+        (B, h, L_k, d_k)."""
         if cache is not None and static_kv and "k" in cache:        # cross-attention, memory
                                                                     # already projected
             return (self._split_heads(self._project(query, slice(0, self.d_model))), cache["k"],
@@ -252,8 +252,8 @@ def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache, s
 def count_parameters(model) -> int:
     """Number of trainable parameters of `model`, an `nn.Module` (multi-head attention has
     4 d_model^2 + 4 d_model: four d_model x d_model projections and their biases), or of the
-    Transformer a `TransformerConfig` describes, counted by formula without building it (chapter 11;
-    `transformer_lib.model.parameter_count` gives the count by part)."""
+    Transformer a `TransformerConfig` describes, counted by formula without building it
+    (chapter 11; `transformer_lib.model.parameter_count` gives the count by part)."""
     if isinstance(model, nn.Module):
         return sum(p.numel() for p in model.parameters() if p.requires_grad)
     # imported here, not at the top, because model.py imports this module
@@ -289,8 +289,8 @@ def per_head_weights(mha: MultiHeadAttention):
 
 
 def multi_head_attention_columns(H: torch.Tensor, Qs, Ks, Vs, W_O: torch.Tensor) -> torch.Tensor:
-    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included (chapter 05; one
-    token per column).
+    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included
+    (chapter 05; one token per column).
 
     H: (D, N), one token per column; Qs, Ks: M matrices (d_k, D); Vs: M matrices (d_v, D); W_O: the
     notes' O, (D, M d_v) (= out_proj.weight).

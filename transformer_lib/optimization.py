@@ -38,8 +38,8 @@ def paper_adam(params: Iterable, lr: float = 1.0, betas: tuple[float, float] = (
 
 # %% ../notebooks/14_optimization.ipynb #465d3701
 def warmup_lr(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0) -> float:
-    """lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5) (section 5.3, eq.
-    3).
+    """lrate = factor · d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5)
+    (section 5.3, eq. 3).
 
     `step` counts updates from 1, as the paper does. The peak, at step = warmup_steps, is
     factor · (d_model · warmup_steps)^-0.5.

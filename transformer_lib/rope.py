@@ -89,8 +89,8 @@ def check_rope(rope: Callable) -> str:
 
 
 def _scores_depend_on_distance_only(rope: Callable) -> bool:
-    """The relative-position property of RoPE: (R_m q)·(R_n k) is the same for (m, n) and (m + s, n
-    + s)."""
+    """The relative-position property of RoPE: (R_m q)·(R_n k) is the same for (m, n) and
+    (m + s, n + s)."""
     g = torch.Generator().manual_seed(3)
     q, k = torch.randn(2, 1, 8, generator=g, dtype=torch.float64)
 

@@ -116,8 +116,8 @@ class SubwordTokenizer:
     """Joint BPE tokenizer with byte fallback: special tokens `<pad>`=0, `<bos>`=1, `<eos>`=2,
     `<unk>`=3; no normalisation, so `decode(encode(s)) == s` (spaces are kept as `▁`).
 
-    Train with `SubwordTokenizer.train(texts, vocab_size)`, save with `.save(path)` (one JSON
-    file) and reload with `SubwordTokenizer.load(path)`.
+    Train with `SubwordTokenizer.train(texts, vocab_size)`, save with `.save(path)`
+    (one JSON file) and reload with `SubwordTokenizer.load(path)`.
     """
 
     def __init__(self, tokenizer):

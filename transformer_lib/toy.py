@@ -20,8 +20,8 @@ TASKS = {"copy": lambda xs: list(xs), "reverse": lambda xs: list(reversed(xs)), 
 
 
 def toy_vocab_size(n_symbols: int) -> int:
-    """Vocabulary size: pad, bos, eos and `n_symbols` ordinary symbols (ids 3 ... 3 + n_symbols -
-    1)."""
+    """Vocabulary size: pad, bos, eos and `n_symbols` ordinary symbols
+    (ids 3 ... 3 + n_symbols - 1)."""
     return FIRST_SYMBOL + n_symbols
 
 
@@ -60,8 +60,8 @@ def make_toy_pairs(task: str, n: int, *, n_symbols: int = 10, min_len: int = 1, 
 def toy_split(task: str, n_train: int, n_test: int, *, seed: int = 0, **kwargs):
     """Train and held-out test pairs, (train, test), with no training sequence in the test set.
 
-    kwargs go to `make_toy_pairs`. The test set may repeat a sequence (the chapter draws its
-    held-out sets with `make_toy_pairs(..., unique=True)` instead).
+    kwargs go to `make_toy_pairs`. The test set may repeat a sequence
+    (the chapter draws its held-out sets with `make_toy_pairs(..., unique=True)` instead).
     """
     test = make_toy_pairs(task, n_test, seed=seed + 1, **kwargs)
     held_out = {tuple(src[:-1]) for src, _ in test}

@@ -397,8 +397,8 @@ def choose_weights(s: RunResult) -> str:
 
 
 def finalize(s: RunResult) -> RunResult:
-    """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run (process
-    0)."""
+    """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run
+    (process 0)."""
     r, results = s.recipe, s.results
     if s.world_size > 1:                       # the DDP guarantee, checked: same weights everywhere
         results["max_weight_diff_across_processes"] = max_weight_diff(s.model, s.world_size)

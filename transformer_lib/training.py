@@ -2,8 +2,8 @@
 
 # %% ../notebooks/13_training.ipynb #2528f104
 """Batches and the training loop: teacher forcing, token-budget batches, mixed precision, `train`.
-Chapter 13 (notebooks/13_training.ipynb): the batching of the paper's section 5.1 (sentence pairs
-grouped by length, a budget of tokens per batch). Needs the [nlp] extra (tqdm)."""
+Chapter 13 (notebooks/13_training.ipynb): the batching of the paper's section 5.1
+(sentence pairs grouped by length, a budget of tokens per batch). Needs the [nlp] extra (tqdm)."""
 from __future__ import annotations
 
 import itertools
@@ -42,8 +42,8 @@ __all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'to
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split `[bos, y_1, ..., y_n, eos, pad...]` (B, T+1) into decoder input (B, T) and labels (B,
-    T).
+    """Split `[bos, y_1, ..., y_n, eos, pad...]` (B, T+1) into decoder input (B, T) and labels
+    (B, T).
 
     Teacher forcing: the input at position t is y_t, the label is y_{t+1}.
     """
@@ -286,8 +286,8 @@ def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *,
                   device: str | torch.device,
                   amp_dtype: torch.dtype | None = None, forward: Callable = seq2seq_forward,
                   per_token: bool = True) -> float:
-    """Mean loss over `batches` in eval mode: Σ loss / Σ n_tokens when `per_token` (give a summing
-    `loss_fn`), else the mean of the batch losses."""
+    """Mean loss over `batches` in eval mode: Σ loss / Σ n_tokens when `per_token`
+    (give a summing `loss_fn`), else the mean of the batch losses."""
     total, n = 0.0, 0
     with evaluating(model):
         for batch in batches:
