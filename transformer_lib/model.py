@@ -22,9 +22,14 @@ from .multi_head_attention import MultiHeadAttention, _check_probability
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 
 # %% auto #0
-__all__ = ['TransformerConfig', 'Transformer', 'parameter_count', 'evaluating']
+__all__ = ['QKV_INIT_GAIN', 'TransformerConfig', 'Transformer', 'parameter_count', 'evaluating']
 
 # %% ../notebooks/11_model.ipynb #4c6547ae
+# W_Q, W_K, W_V start at Xavier's bound times this (chapter 11, "Initialisation"): 1/sqrt(2) is
+# the bound of one (3 d_model, d_model) Xavier matrix, nn.Transformer's and fairseq's choice
+QKV_INIT_GAIN = 2 ** -0.5
+
+
 @dataclass
 class TransformerConfig:
     """Every size and switch of the Transformer (§3, §5.4, Table 3). Defaults: the base model."""
@@ -98,8 +103,8 @@ class Transformer(nn.Module):
             self.output_projection.weight = self.tgt_embed.weight          # W_out = E_tgt (§3.4)
 
     def _reset_parameters(self) -> None:
-        """Xavier-uniform weight matrices, zero biases, normal embeddings with std d_model^-1/2
-        (stated in chapter 11)."""
+        """Xavier-uniform weight matrices (W_Q, W_K, W_V with gain 1/sqrt(2), as nn.Transformer and
+        fairseq), zero biases, normal embeddings with std d_model^-1/2 (stated in chapter 11)."""
         d = self.config.d_model
         for module in self.modules():
             if isinstance(module, nn.Embedding) or module is self.output_projection:
@@ -109,9 +114,9 @@ class Transformer(nn.Module):
             if isinstance(module, nn.Linear) and module.bias is not None:
                 nn.init.zeros_(module.bias)
         for module in self.modules():
-            if isinstance(module, MultiHeadAttention):                # [W_Q; W_K; W_V]: three d x d
-                for block in module.in_proj.weight.detach().chunk(3, dim=0):
-                    nn.init.xavier_uniform_(block)
+            if isinstance(module, MultiHeadAttention):   # [W_Q; W_K; W_V]: each d x d, the bound
+                for block in module.in_proj.weight.detach().chunk(3, dim=0):   # of one 3d x d
+                    nn.init.xavier_uniform_(block, gain=QKV_INIT_GAIN)
 
     def _embed(self, tokens, embedding, positions, offset: int = 0):
         # (B, L, d_model)

@@ -1,0 +1,213 @@
+"""Parity: transformer_lib's Transformer and torch.nn.Transformer trained with one recipe for the
+same number of updates, on Multi30k de→en.
+
+The same function is tested in tests/ (same weights, same outputs); this script checks the same
+*learning*: both models train one after the other with the capstone's own stack (`train.prepare`
+and `fit`: one tokenizer, the same token-count batches in the same order, label smoothing, the
+paper's Adam and the recipe's schedule) for exactly `--updates` updates, at the same precision (the
+recipe's: bfloat16 autocast where the CPU or GPU has it, for both models), each from seed
+`--seed`. The schedule depends on the update count only (no time budget), so two runs of one
+model give the same numbers whatever the machine is doing; sharing a GPU changes time, not results.
+
+Reported for each model: the training loss of every update (label-smoothed, dropout on), its
+mean over windows of 100 updates, the validation NLL (per target token, no smoothing, dropout
+off) and validation BLEU (greedy, and beam search with --beam, scored as the capstone scores),
+target tokens/s. Parity means: at equal updates our validation NLL is within 1% of
+nn.Transformer's and our BLEU within 0.5 of its (or above either).
+
+The models (--models, in the order given):
+* `ours`: the capstone's model as it ships (`train.build_model`).
+* `nn.Transformer`: `TorchReference` of benchmarks/train_throughput.py, nn.Transformer with the
+  same embeddings, positions and tied output (its own `_reset_parameters` otherwise).
+* `ours-per-block-qkv`: ours with W_Q, W_K, W_V each initialised as a d x d Xavier matrix (gain 1,
+  `QKV_INIT_GAIN = 1`), the initialisation shipped before the parity fix (chapter 11).
+The recipe's three dropouts are set to its `dropout`, since nn.Transformer has only one.
+
+  python benchmarks/parity.py --preset cpu-30min --updates 1500 --json results/parity-cpu-30min.json
+  python benchmarks/parity.py --preset gpu --updates 960 --beam 4 --json results/gpu-parity.json
+  smoke test:  python benchmarks/parity.py --preset cpu-tiny --updates 20 --val-sentences 20
+  one model per process (e.g. two at once on one GPU), then the verdict of their records:
+    python benchmarks/parity.py --models ours --json a.json &
+    python benchmarks/parity.py --models nn.Transformer --json b.json; wait
+    python benchmarks/parity.py --combine a.json b.json --json c.json
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from transformer_lib import model as model_module
+from transformer_lib.engineering import TrainingClock, provenance, write_json
+from transformer_lib.multi_head_attention import count_parameters
+from transformer_lib.optimization import LabelSmoothingLoss
+from transformer_lib.recipe import parse_args as recipe_args
+from transformer_lib.train import _prepare_model, fit, make_schedule, prepare, timed_bleu
+from transformer_lib.training import evaluate_loss
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_throughput import TorchReference  # noqa: E402  (a sibling script, not a package)
+
+MODELS = ("ours", "nn.Transformer", "ours-per-block-qkv")
+NLL_TOLERANCE, BLEU_TOLERANCE = 0.01, 0.5        # relative, absolute (the parity criterion)
+WINDOW = 100                                      # updates per mean of the training loss
+
+
+def install(s, kind: str, amp_dtype) -> None:
+    """Put a fresh model (seeded), optimizer, schedule and clock into the prepared run `s`."""
+    s.step, s.history, s.evals, s.train_seconds = 0, [], [], 0.0
+    s.amp_dtype = amp_dtype                                      # one precision for every model
+    if kind != "nn.Transformer":
+        gain = model_module.QKV_INIT_GAIN
+        model_module.QKV_INIT_GAIN = 1.0 if kind == "ours-per-block-qkv" else gain
+        try:
+            _prepare_model(s, [], None)    # the capstone's own set-up (ids checked by prepare)
+        finally:
+            model_module.QKV_INIT_GAIN = gain
+        return
+    r = s.recipe
+    torch.manual_seed(r.seed)
+    s.model = s.trained = TorchReference(s.tokenizer.vocab_size, r.d_model, r.n_heads, r.n_layers,
+                                         r.d_ff, r.dropout, r.norm_first,
+                                         pad_id=s.tokenizer.pad_id).to(s.device)
+    s.optimizer, s.scheduler = make_schedule(s)
+    s.n_params = count_parameters(s.model)
+    s.clock = TrainingClock(s.device)
+
+
+def window_means(losses: list[float], width: int = WINDOW) -> list[float]:
+    "Mean of each full window of `width` consecutive values (updates 1-100, 101-200, ...)."
+    return [statistics.fmean(losses[i:i + width]) for i in range(0, len(losses) - width + 1, width)]
+
+
+def train_and_score(s, kind: str, amp_dtype, beam: int) -> dict:
+    "Train one model for the recipe's max_steps, then its validation NLL and BLEU."
+    install(s, kind, amp_dtype)
+    print(f"{kind}: training for {s.recipe.max_steps} updates ...", file=sys.stderr, flush=True)
+    fit(s)
+    nll = LabelSmoothingLoss(s.tokenizer.vocab_size, 0.0, pad_id=s.tokenizer.pad_id,
+                             reduction="sum")
+    nll.check_inputs = False
+    val_nll = evaluate_loss(s.model, s.val_loader, nll, device=s.device, amp_dtype=s.amp_dtype)
+    bleu = {f"beam_{k}" if k > 1 else "greedy":
+            timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=k,
+                       alpha=s.recipe.length_penalty, device=s.device, amp_dtype=s.amp_dtype)
+            for k in ((1, beam) if beam > 1 else (1,))}
+    losses = [h["loss"] for h in s.history]                      # log_every = 1: one per update
+    tokens = sum(h["tokens"] for h in s.history)
+    return {"model": kind, "parameters": s.n_params, "steps": s.step,
+            "epochs": s.step / s.steps_per_epoch, "training_seconds": s.train_seconds,
+            "target_tokens_per_s": tokens / s.train_seconds,
+            "val_nll": val_nll, "bleu": {name: b["bleu"] for name, b in bleu.items()},
+            "signature": bleu["greedy"]["signature"],
+            f"train_loss_mean_per_{WINDOW}": [round(x, 4) for x in window_means(losses)],
+            "train_loss": [round(x, 4) for x in losses]}
+
+
+def verdict(runs: list[dict]) -> dict | None:
+    """Ours against nn.Transformer at equal updates: NLL within 1% (or lower), every BLEU within
+    0.5 (or higher). None unless both ran for the same number of updates."""
+    by = {x["model"]: x for x in runs}
+    ours, ref = by.get("ours"), by.get("nn.Transformer")
+    if ours is None or ref is None or ours["steps"] != ref["steps"]:
+        return None
+    nll_ratio = ours["val_nll"] / ref["val_nll"]
+    bleu_gap = {k: ours["bleu"][k] - ref["bleu"][k] for k in ours["bleu"] if k in ref["bleu"]}
+    return {"updates": ours["steps"], "val_nll_ratio": nll_ratio, "bleu_gap": bleu_gap,
+            "parity": nll_ratio <= 1 + NLL_TOLERANCE
+            and all(g >= -BLEU_TOLERANCE for g in bleu_gap.values()),
+            "criterion": f"val NLL <= {1 + NLL_TOLERANCE:g} x nn.Transformer's, BLEU >= "
+                         f"nn.Transformer's - {BLEU_TOLERANCE:g}"}
+
+
+def parse_args(argv=None):
+    """This script's flags, and the recipe: --preset (default cpu-30min) and any other flag of
+    `python -m transformer_lib.train` (e.g. --amp, --d-model, --train-pairs)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                epilog="Every other flag is a recipe flag of python -m "
+                                       "transformer_lib.train.")
+    p.add_argument("--updates", type=int, default=1000, help="updates per model (default 1000)")
+    p.add_argument("--models", nargs="+", choices=MODELS, default=["ours", "nn.Transformer"],
+                   help="models to train, in this order (default: ours nn.Transformer)")
+    p.add_argument("--val-sentences", type=int, default=0,
+                   help="validation sentences for NLL and BLEU (0 = all 1,014)")
+    p.add_argument("--beam", type=int, default=0,
+                   help="also beam search of this size (0 or 1 = greedy only; default 0)")
+    p.add_argument("--combine", nargs="+", metavar="RECORD",
+                   help="train nothing: join these records' runs and judge parity")
+    p.add_argument("--json", help="also write the record to this file")
+    args, rest = p.parse_known_args(argv)
+    has_preset = any(a == "--preset" or a.startswith("--preset=") for a in rest)
+    recipe, _ = recipe_args(rest if has_preset else ["--preset", "cpu-30min", *rest])
+    if args.updates < 1:
+        p.error(f"--updates must be >= 1, got {args.updates}")
+    args.command_line = list(sys.argv[1:] if argv is None else argv)
+    return args, recipe
+
+
+def report(record: dict) -> None:
+    print(f"{record['device']}; torch {record['torch']}; commit {record['git_commit']}; "
+          f"{record['precision']}; {record['val_sentences']} validation sentences")
+    print(f"{'model':20s} {'updates':>7s} {'epochs':>6s} {'tgt tok/s':>9s} {'last 100':>8s} "
+          f"{'val NLL':>7s} {'greedy':>6s} {'beam':>6s}")
+    for x in record["runs"]:
+        beam = next((v for k, v in x["bleu"].items() if k.startswith("beam")), None)
+        print(f"{x['model']:20s} {x['steps']:7d} {x['epochs']:6.2f} "
+              f"{x['target_tokens_per_s']:9,.0f} "
+              f"{statistics.fmean(x['train_loss'][-WINDOW:]):8.3f} "
+              f"{x['val_nll']:7.3f} {x['bleu']['greedy']:6.1f} "
+              + (f"{beam:6.1f}" if beam is not None else f"{'-':>6s}"))
+    v = record.get("verdict")
+    if v:
+        print(f"ours / nn.Transformer val NLL {v['val_nll_ratio']:.4f}, BLEU gap "
+              + ", ".join(f"{k} {g:+.2f}" for k, g in v["bleu_gap"].items())
+              + f": {'PARITY' if v['parity'] else 'NO PARITY'} ({v['criterion']})")
+
+
+def combine(paths: list[str]) -> dict:
+    "One record from several (e.g. two processes that shared a GPU): their runs, and the verdict."
+    records = [json.loads(Path(p).read_text()) for p in paths]
+    first = records[0]
+    for p, r in zip(paths[1:], records[1:]):
+        if r["recipe"] != first["recipe"] or r["precision"] != first["precision"]:
+            raise SystemExit(f"{p} was run with another recipe or precision than {paths[0]}")
+    runs = [x for r in records for x in r["runs"]]
+    return {**first, "combined_from": paths, "sequential": False, "runs": runs,
+            "verdict": verdict(runs)}
+
+
+def main(argv=None) -> dict:
+    args, r = parse_args(argv)
+    if args.combine:
+        record = combine(args.combine)
+    else:
+        with tempfile.TemporaryDirectory() as out_dir:     # the tokenizer file; nothing is kept
+            r = dataclasses.replace(r, attn_dropout=r.dropout, ffn_dropout=r.dropout,
+                                    time_budget_s=0.0, epochs=0, max_steps=args.updates,
+                                    compile=False, average_last=1, checkpoint_every=10**9,
+                                    eval_every=0, log_every=1, eval_sentences=args.val_sentences,
+                                    progress=sys.stderr.isatty(), out_dir=out_dir)
+            s = prepare(r)                        # tokenizer, batches, the recipe's precision
+            amp_dtype = s.amp_dtype
+            runs = [train_and_score(s, kind, amp_dtype, args.beam) for kind in args.models]
+        record = {**provenance(s.device, 1, s.commit),
+                  "task": "Multi30k task 1, German→English, validation split",
+                  "command_line": args.command_line, "recipe": dataclasses.asdict(r),
+                  "precision": "float32" if amp_dtype is None
+                  else str(amp_dtype).removeprefix("torch."),
+                  "val_sentences": len(s.val_pairs), "sequential": True, "runs": runs,
+                  "verdict": verdict(runs)}
+    report(record)
+    if args.json:
+        write_json(args.json, record)
+    return record
+
+
+if __name__ == "__main__":
+    main()
