@@ -1,120 +1,110 @@
 #!/usr/bin/env bash
-# Every GPU measurement the issues ask for, in stages that each fit one 10-minute call of a lent GPU
-# machine (30 minutes of GPU time per session). Run from the repository root:
+# The GPU measurements as one prepared command of at most 9 minutes (a lent GPU machine gives 15
+# minutes in all, start-up included, and at most 10 minutes per command). Run from the repository
+# root:
 #
-#   bash benchmarks/gpu_runbook.sh STAGE [OUTDIR]
+#   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh [--tiny] [--steps "S ..."] [OUTDIR]
 #
-# STAGE (in the order to run them; the first three fit one session):
-#   capstone  execute notebooks/18_capstone.ipynb on the GPU (the `gpu` recipe, 5 min of training)
-#             -> OUTDIR/18_capstone.ipynb (executed) and OUTDIR/multi30k.json      (issue 7)
-#   quick     python -m transformer_lib.train --preset gpu-30s (eager, then compiled), then exercise 3's character model
-#             with 30 s and 180 s budgets                                         (issues 7, 8)
-#   bench     the attention, model, decoding and training-throughput benchmarks   (issues 4-7)
-#   ablate    the capstone's ablation rows at a fixed number of epochs, all rows at once on the one GPU
-#             (a fixed epoch count, not a time budget, so sharing the GPU does not change them); if
-#             they do not fit one call, run them in two: ROWS="recipe layers6 dropout01", then the rest
+# Steps, in priority order; each has its own time limit and none starts after the deadline
+# (DEADLINE_S, default 540 s from the start). Limits on an H100/H200, from the first runs (H200,
+# 2026-11-26: gpu-30s trained 30 s and ended after ~50 s; 20 epochs of the gpu recipe took 67-86 s of
+# training per model alone, evaluation ~15 s):
+#   gpu30s      python -m transformer_lib.train --preset gpu-30s        -> gpu-30s.json       70 s
+#   parity      benchmarks/parity.py --preset gpu, 20 epochs' worth of updates, ours and
+#               nn.Transformer at once on the one GPU (a fixed number of updates, so sharing the GPU
+#               changes time, not results), greedy and beam-4 BLEU     -> gpu-parity.json   150 s
+#   gpu         python -m transformer_lib.train --preset gpu (5 min)   -> gpu-5min.json     330 s
+#   throughput  benchmarks/train_throughput.py, compiled vs compiled    -> gpu-throughput.json
+#               (compiling both models' shapes took ~225 s on the H200: it runs only in the time left,
+#               or alone in a second command: --steps throughput)                              280 s
+# 70 + 150 + 330 = 550 s > 540 s only if every step uses its whole limit; a step that hits its limit
+# is stopped and the next one runs. The records carry provenance (device, torch, commit, date);
+# commit them to results/ under the same names.
 #
-# OUTDIR defaults to $OUT (set by the device tool, which brings back at most 8 files) or results/gpu. Each command has its own time
-# limit, so one that hangs cannot eat the whole call; every log is kept. Data: the datasets are read
-# from $TRANSFORMER_LIB_DATA, default ./data (copy ../shared/data there and carry it). Python packages
-# the GPU machine lacks (nbclient, ipykernel and their dependencies, for `capstone`) are installed from
-# ./.whl when it exists (see README.md, "Measuring on a GPU").
+# --tiny: every step in a seconds-long CPU configuration, to check the script end to end without a
+# GPU (tests/test_benchmarks_smoke.py runs it); OUTDIR then defaults to a temporary directory.
+# OUTDIR defaults to $OUT (the device tool's folder that comes back) or results/. Data: read from
+# $TRANSFORMER_LIB_DATA, default ./data (copy ../shared/data/multi30k there and carry it).
 set -uo pipefail
 PY=${PYTHON:-python3}
-stage=${1:?usage: bash benchmarks/gpu_runbook.sh capstone|quick|bench|ablate [OUTDIR]}
-out=${2:-${OUT:-results/gpu}}
+tiny=0
+steps="gpu30s parity gpu throughput"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --tiny) tiny=1; shift ;;
+    --steps) steps=${2:?--steps needs a list, e.g. "gpu30s parity"}; shift 2 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -*) echo "unknown option $1 (see --help)"; exit 2 ;;
+    *) break ;;
+  esac
+done
+if [ "$tiny" = 1 ]; then out=${1:-$(mktemp -d)}; else out=${1:-${OUT:-results}}; fi
 mkdir -p "$out"
 export TRANSFORMER_LIB_DATA=${TRANSFORMER_LIB_DATA:-$PWD/data}
-export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0 MPLBACKEND=Agg
-if [ -d .whl ]; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "installing the carried wheels failed"; exit 1; }
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())"
-  # The device machine's copy has no .git: pass the commit in, e.g. GIT_COMMIT=$(git rev-parse HEAD) here.
-  git rev-parse HEAD 2>/dev/null || echo "commit: ${GIT_COMMIT:-unknown (no .git; set GIT_COMMIT)}"; } 2>&1 | tee "$out/device.txt"
+export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0 MPLBACKEND=Agg PYTHONPATH=$PWD
+deadline=$(( SECONDS + ${DEADLINE_S:-540} ))
+runs=$(mktemp -d)                                      # run directories (checkpoints): not kept
 
-step() {   # step NAME SECONDS COMMAND...: run with a time limit, log to OUTDIR/NAME.log
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
+    || echo "no nvidia-smi"
+  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
+  # The device machine's copy has no .git: the commit comes in as GIT_COMMIT.
+  git rev-parse HEAD 2>/dev/null || echo "commit: ${GIT_COMMIT:-unknown (no .git; set GIT_COMMIT)}"
+} 2>&1 | tee "$out/gpu-device.txt"
+
+step() {   # step NAME LIMIT_S COMMAND...: run with min(LIMIT_S, time to the deadline), log to OUTDIR
   local name=$1 limit=$2; shift 2
-  echo "=== $name (limit ${limit}s): $*"
+  case " $steps " in *" $name "*) ;; *) return 0 ;; esac
+  local left=$(( deadline - SECONDS ))
+  if [ "$left" -lt 20 ]; then
+    echo "=== $name: SKIPPED (${left} s left before the deadline)" | tee "$out/gpu-$name.log"
+    return 0
+  fi
+  [ "$left" -lt "$limit" ] && limit=$left
+  echo "=== $name (limit ${limit} s): $*"
   local t0=$SECONDS
-  # A pipeline, not `> >(tee ...)`: the shell waits for tee to write the whole log before the exit
-  # line is appended (with a process substitution the line could land first and be overwritten).
-  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$out/$name.log"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$out/gpu-$name.log"
   local rc=${PIPESTATUS[0]}
-  [ "$rc" = 124 ] && echo "=== $name: TIMED OUT (limit ${limit}s)" | tee -a "$out/$name.log"
-  echo "=== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/$name.log"
+  [ "$rc" = 124 ] && echo "=== $name: TIMED OUT (limit ${limit} s)" | tee -a "$out/gpu-$name.log"
+  echo "=== $name: exit $rc after $(( SECONDS - t0 )) s" | tee -a "$out/gpu-$name.log"
 }
 
-case $stage in
-  capstone)
-    # The notebook picks the `gpu` recipe when CUDA is available. Its kernel runs in notebooks/, so the
-    # run directory is notebooks/runs/capstone-*; the record goes to results/multi30k.json when the
-    # copy has .git, else to that run directory's results.json (the device machine's copy has no .git).
-    export RUNBOOK_OUT=$out
-    # Figures go into the notebook's outputs (the Agg backend above would drop them).
-    export MPLBACKEND=module://matplotlib_inline.backend_inline
-    stamp=$(mktemp)                          # a record newer than this was written by this run
-    step capstone 560 "$PY" - <<'EOF'
-import os
-import signal
+# Recipe flags per step: the real ones, or seconds-long CPU stand-ins with --tiny.
+if [ "$tiny" = 1 ]; then
+  small=(--device cpu --no-amp --no-compile --d-model 32 --n-heads 2 --n-layers 1 --d-ff 64
+         --vocab-size 500 --train-pairs 400 --batch-tokens 600 --warmup-steps 5)
+  quick=("${small[@]}" --time-budget-s 3 --eval-sentences 10 --test-sentences 10 --beam-size 2)
+  gpu30s=(--preset gpu-30s "${quick[@]}")
+  gpu5=(--preset gpu "${quick[@]}")
+  parity=(--preset gpu "${small[@]}" --updates 8 --val-sentences 8 --beam 2)
+  throughput=(--tiny --device cpu)
+else
+  gpu30s=(--preset gpu-30s)
+  gpu5=(--preset gpu --eval-every 0)
+  parity=(--preset gpu --updates-in-epochs 20 --beam 4)
+  throughput=(--steps 40 --rounds 3)
+fi
 
-import nbformat
-from nbclient import NotebookClient
+step gpu30s 70 "$PY" -m transformer_lib.train "${gpu30s[@]}" --no-progress \
+  --out-dir "$runs/gpu-30s" --results "$out/gpu-30s.json"
 
+parity_both() {   # ours and nn.Transformer at once, one process each, then one record of both
+  "$PY" benchmarks/parity.py "${parity[@]}" --models ours --json "$runs/parity-ours.json" &
+  "$PY" benchmarks/parity.py "${parity[@]}" --models nn.Transformer --json "$runs/parity-ref.json"
+  local rc=$?
+  wait $! || rc=$?
+  [ "$rc" = 0 ] && "$PY" benchmarks/parity.py --combine "$runs/parity-ours.json" \
+    "$runs/parity-ref.json" --json "$out/gpu-parity.json"
+}
+# `timeout` runs a program, not a shell function: hand the function and its flags to a new bash.
+export PY runs out PARITY_FLAGS="${parity[*]}"
+step parity 150 bash -c "$(declare -f parity_both)"'; parity=($PARITY_FLAGS); parity_both'
 
-def stop(signum, frame):       # `timeout` sends SIGTERM at the step's limit: save what ran, then exit
-    raise SystemExit(f"stopped by signal {signum} (the step's time limit)")
+step gpu 330 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
+  --out-dir "$runs/gpu-5min" --results "$out/gpu-5min.json"
 
+step throughput 280 "$PY" benchmarks/train_throughput.py "${throughput[@]}" \
+  --json "$out/gpu-throughput.json"
 
-signal.signal(signal.SIGTERM, stop)
-nb = nbformat.read("notebooks/18_capstone.ipynb", as_version=4)
-try:
-    NotebookClient(nb, timeout=540, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()
-finally:
-    nbformat.write(nb, os.environ.get("RUNBOOK_OUT", "results/gpu") + "/18_capstone.ipynb")
-EOF
-    record=$(find results/multi30k.json notebooks/runs/capstone-*/results.json -newer "$stamp" 2>/dev/null | head -1)
-    if [ -n "$record" ]; then cp "$record" "$out/multi30k.json" && echo "results record: $record"
-    else echo "no results record written"; fi
-    rm -f "$stamp"
-    ;;
-  quick)
-    # The preset runs eager; its 30 s include compilation, so it is measured compiled as well.
-    step gpu30s 110 "$PY" -m transformer_lib.train --preset gpu-30s --out-dir runs/gpu-30s \
-      --results "$out/gpu-30s.json" --no-progress
-    step gpu30s-compiled 160 "$PY" -m transformer_lib.train --preset gpu-30s --compile --out-dir runs/gpu-30s-compiled \
-      --results "$out/gpu-30s-compiled.json" --no-progress
-    step charmodel 290 "$PY" benchmarks/char_model_gpu.py --budgets 30 180
-    ;;
-  bench)
-    step attention 75 "$PY" benchmarks/attention_benchmark.py --device cuda
-    step attention-causal 45 "$PY" benchmarks/attention_benchmark.py --device cuda --causal --impls fast fast-mask torch
-    step model 180 "$PY" benchmarks/model_benchmark.py --device cuda --size base
-    step decoding 50 "$PY" benchmarks/decoding_benchmark.py --device cuda
-    step throughput 220 "$PY" benchmarks/train_throughput.py --json "$out/throughput.json"
-    ;;
-  ablate)
-    # Rows of chapter 18's ablation table, all at once on the one GPU; each trains EPOCHS epochs with
-    # no time budget, so sharing the GPU changes how long they take, not what they reach. ROWS picks some.
-    epochs=${EPOCHS:-20}
-    common=(--preset gpu --time-budget-s 0 --epochs "$epochs" --eval-every 0 --no-progress)
-    declare -A flags=([recipe]="" [layers6]="--n-layers 6" [dropout01]="--dropout 0.1 --attn-dropout 0.1 --ffn-dropout 0.1"
-                      [preln]="--norm-first" [nols]="--label-smoothing 0" [vocab16k]="--vocab-size 16000"
-                      [noavg]="--average-last 1")
-    for name in ${ROWS:-recipe layers6 dropout01 preln nols vocab16k noavg}; do
-      # shellcheck disable=SC2086
-      step "ablate-$name" 540 "$PY" -m transformer_lib.train "${common[@]}" --out-dir "runs/ablate-$name" \
-        --results "$out/ablate-$name.json" ${flags[$name]} &
-    done
-    wait
-    # The device tool brings back at most 8 files: one archive holds every row's log and record.
-    (cd "$out" && tar czf ablate.tgz ablate-*) && rm -f "$out"/ablate-*
-    ;;
-  *) echo "unknown stage $stage"; exit 2 ;;
-esac
+rm -rf "$runs"
 ls -la "$out"

@@ -133,6 +133,8 @@ def parse_args(argv=None):
                                 epilog="Every other flag is a recipe flag of python -m "
                                        "transformer_lib.train.")
     p.add_argument("--updates", type=int, default=1000, help="updates per model (default 1000)")
+    p.add_argument("--updates-in-epochs", type=int, default=0, metavar="E",
+                   help="instead of --updates: E epochs' worth of updates (0 = use --updates)")
     p.add_argument("--models", nargs="+", choices=MODELS, default=["ours", "nn.Transformer"],
                    help="models to train, in this order (default: ours nn.Transformer)")
     p.add_argument("--val-sentences", type=int, default=0,
@@ -145,8 +147,9 @@ def parse_args(argv=None):
     args, rest = p.parse_known_args(argv)
     has_preset = any(a == "--preset" or a.startswith("--preset=") for a in rest)
     recipe, _ = recipe_args(rest if has_preset else ["--preset", "cpu-30min", *rest])
-    if args.updates < 1:
-        p.error(f"--updates must be >= 1, got {args.updates}")
+    if args.updates < 1 or args.updates_in_epochs < 0:
+        p.error(f"--updates must be >= 1 and --updates-in-epochs >= 0, got {args.updates} and "
+                f"{args.updates_in_epochs}")
     args.command_line = list(sys.argv[1:] if argv is None else argv)
     return args, recipe
 
@@ -194,6 +197,9 @@ def main(argv=None) -> dict:
                                     eval_every=0, log_every=1, eval_sentences=args.val_sentences,
                                     progress=sys.stderr.isatty(), out_dir=out_dir)
             s = prepare(r)                        # tokenizer, batches, the recipe's precision
+            if args.updates_in_epochs:
+                r = s.recipe = dataclasses.replace(r, max_steps=args.updates_in_epochs
+                                                   * s.steps_per_epoch)
             amp_dtype = s.amp_dtype
             runs = [train_and_score(s, kind, amp_dtype, args.beam) for kind in args.models]
         record = {**provenance(s.device, 1, s.commit),

@@ -204,3 +204,16 @@ def test_cpu_has_native_bf16_without_proc_cpuinfo(monkeypatch):
 def test_the_cpu_recipe_asks_for_mixed_precision_and_the_tiny_one_does_not():
     from transformer_lib.recipe import preset
     assert preset("cpu-30min").amp is True and preset("cpu-tiny").amp is False
+
+
+def test_git_commit_falls_back_to_the_environment(monkeypatch):
+    """A copy of the repository without .git (a lent GPU machine) names its commit in GIT_COMMIT."""
+    from transformer_lib import engineering
+
+    def no_git(*args, **kwargs):
+        raise OSError("git: not a repository")
+    monkeypatch.setattr(engineering.subprocess, "run", no_git)
+    monkeypatch.setenv("GIT_COMMIT", "abc1234")
+    assert engineering.git_commit() == "abc1234"
+    monkeypatch.delenv("GIT_COMMIT")
+    assert engineering.git_commit() is None

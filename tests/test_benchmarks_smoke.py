@@ -129,3 +129,54 @@ def test_bleu_at_equal_time_smoke(tmp_path):
                                                                 for b in run["bleu"].values())
         assert run["val_loss"] > 0 and "tok:13a" in run["signature"]
     assert "nn.Transformer" in out
+
+
+@needs_data
+def test_parity_smoke_is_deterministic_per_update(tmp_path):
+    """Equal updates, one precision, the verdict computed from the runs; the old per-block
+    initialisation is a different run from ours; two processes' records combine into one."""
+    flags = ("--preset", "cpu-tiny", "--train-pairs", "400", "--vocab-size", "500", "--updates",
+             "6", "--val-sentences", "6")
+    rec, out = run_script("parity.py", *flags, "--models", "ours", "nn.Transformer",
+                          "ours-per-block-qkv", out=tmp_path / "a.json")
+    assert [x["model"] for x in rec["runs"]] == ["ours", "nn.Transformer", "ours-per-block-qkv"]
+    assert rec["precision"] == "float32" and rec["recipe"]["max_steps"] == 6
+    for x in rec["runs"]:
+        assert x["steps"] == 6 and len(x["train_loss"]) == 6 and x["val_nll"] > 0
+        assert set(x["bleu"]) == {"greedy"} and x["target_tokens_per_s"] > 0
+    ours, ref, wide = rec["runs"]
+    assert ours["train_loss"][0] != wide["train_loss"][0]       # another start, another first loss
+    v = rec["verdict"]
+    assert v["updates"] == 6 and v["val_nll_ratio"] == pytest.approx(ours["val_nll"]
+                                                                     / ref["val_nll"])
+    assert v["parity"] == (v["val_nll_ratio"] <= 1.01 and v["bleu_gap"]["greedy"] >= -0.5)
+    again, _ = run_script("parity.py", *flags, "--models", "ours", out=tmp_path / "b.json")
+    assert again["runs"][0]["train_loss"] == ours["train_loss"]    # the same updates, same losses
+    assert again["verdict"] is None                                  # one model: nothing to judge
+    ref_only, _ = run_script("parity.py", *flags, "--models", "nn.Transformer",
+                             out=tmp_path / "c.json")
+    both, _ = run_script("parity.py", "--combine", str(tmp_path / "b.json"),
+                         str(tmp_path / "c.json"), out=tmp_path / "d.json")
+    assert [x["model"] for x in both["runs"]] == ["ours", "nn.Transformer"]
+    assert both["verdict"]["val_nll_ratio"] == pytest.approx(v["val_nll_ratio"])
+
+
+@needs_data
+def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
+    """`--tiny`: every step of the GPU runbook, seconds long on the CPU, writes its record."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
+    env.pop("GIT_COMMIT", None)
+    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_runbook.sh"), "--tiny",
+                           str(tmp_path)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "TIMED OUT" not in proc.stdout and "SKIPPED" not in proc.stdout, proc.stdout[-3000:]
+    for name in ("gpu-30s", "gpu-parity", "gpu-5min", "gpu-throughput"):
+        rec = json.loads((tmp_path / f"{name}.json").read_text())
+        for key in ("device", "torch", "git_commit", "date"):
+            assert key in rec, (name, key)
+    parity = json.loads((tmp_path / "gpu-parity.json").read_text())
+    assert [x["model"] for x in parity["runs"]] == ["ours", "nn.Transformer"]
+    assert parity["verdict"]["updates"] == 8 and set(parity["runs"][0]["bleu"]) == {"greedy",
+                                                                                  "beam_2"}
+    assert (tmp_path / "gpu-device.txt").read_text().strip()

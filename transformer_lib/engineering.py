@@ -337,8 +337,8 @@ def undo_on_error(directory: str | os.PathLike, names: Iterable[str],
 
 # %% ../notebooks/A4_engineering.ipynb #da5957d2
 def git_commit() -> str | None:
-    """The commit of the repository the package is run from (with '-dirty' if it has changes), or
-    None."""
+    """The commit of the repository the package is run from (with '-dirty' if it has changes); in a
+    copy without .git, the environment variable GIT_COMMIT, else None."""
     root = Path(__file__).resolve().parents[1]
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -347,7 +347,7 @@ def git_commit() -> str | None:
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return None
+        return os.environ.get("GIT_COMMIT")
 
 
 def provenance(device: torch.device, processes: int, commit: str | None) -> dict:
