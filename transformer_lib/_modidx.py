@@ -415,6 +415,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                          'transformer_lib/model.py'),
                                        'transformer_lib.model.TransformerConfig.big': ( 'model.html#transformerconfig.big',
                                                                                         'transformer_lib/model.py'),
+                                       'transformer_lib.model.TransformerConfig.total_parameters': ( 'model.html#transformerconfig.total_parameters',
+                                                                                                     'transformer_lib/model.py'),
                                        'transformer_lib.model._check_batch': ('model.html#_check_batch', 'transformer_lib/model.py'),
                                        'transformer_lib.model._check_config': ('model.html#_check_config', 'transformer_lib/model.py'),
                                        'transformer_lib.model._check_tokens': ('model.html#_check_tokens', 'transformer_lib/model.py'),

@@ -54,6 +54,10 @@ class TransformerConfig:
     def __post_init__(self):
         _check_config(self)                 # every field, by name: see "The checks" below
 
+    def total_parameters(self) -> int:
+        """Parameters of Transformer(self), by formula (`parameter_count`), without building it."""
+        return parameter_count(self)["total"]
+
     @classmethod
     def base(cls, vocab_size: int, **overrides) -> TransformerConfig:
         """The paper's base model (Table 3) on one shared vocabulary, all three matrices tied."""

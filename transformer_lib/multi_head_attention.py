@@ -251,16 +251,13 @@ def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache, s
 # %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
 def count_parameters(model) -> int:
     """Number of trainable parameters of `model`, an `nn.Module` (multi-head attention has
-    4 d_model^2 + 4 d_model: four d_model x d_model projections and their biases), or of the
-    Transformer a `TransformerConfig` describes, counted by formula without building it
-    (chapter 11; `transformer_lib.model.parameter_count` gives the count by part)."""
+    4 d_model^2 + 4 d_model: four d_model x d_model projections and their biases), or of a
+    configuration that counts its own model by formula, such as chapter 11's `TransformerConfig`
+    (its `total_parameters()`; `transformer_lib.model.parameter_count` gives the count by part)."""
     if isinstance(model, nn.Module):
         return sum(p.numel() for p in model.parameters() if p.requires_grad)
-    # imported here, not at the top, because model.py imports this module
-    from transformer_lib.model import TransformerConfig, parameter_count
-
-    if isinstance(model, TransformerConfig):
-        return parameter_count(model)["total"]
+    if callable(getattr(model, "total_parameters", None)):    # a config: counted without building
+        return model.total_parameters()
     raise TypeError("count_parameters takes an nn.Module or a TransformerConfig, got "
                     f"{type(model).__name__}")
 
