@@ -13,7 +13,7 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:                                   # from .x import y / from . import x
+            if node.level == 1:                        # from .x import y, from . import x
                 found |= ({node.module.split(".")[0]} if node.module
                           else {a.name for a in node.names})
             elif node.module == "transformer_lib":                # from transformer_lib import x
