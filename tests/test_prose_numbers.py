@@ -1,0 +1,450 @@
+"""Numbers the prose quotes from the capstone's presets, from the records in results/ and from
+formulas, checked against those sources.
+
+Each `Quote` names a page, a pattern that finds the sentence, and for every number in it (a named
+group) the value it must agree with, to the precision the text gives it: "2.8\\cdot10^{-3}" agrees
+with 0.002795, "7.6" with 7.578624, "57" with 57.02. A changed preset or a re-recorded run whose
+numbers the text still quotes the old way fails here, and so does a reworded sentence the pattern
+no longer finds (reword the pattern with it). Text is read with its whitespace collapsed, so a
+pattern does not care where a line breaks. The pages are book/*.md, README.md and the markdown
+cells of every notebook.
+
+`test_record_numbers_are_quoted_only_where_checked` closes the loop the other way: a distinctive
+number of the shipped run's records (its updates, tokens per second, BLEU scores, time budget)
+found anywhere in the prose must sit inside a sentence that a `Quote` checks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from transformer_lib.exercises import toy_model
+from transformer_lib.model import TransformerConfig, parameter_count
+from transformer_lib.optimization import warmup_lr
+from transformer_lib.recipe import preset
+from transformer_lib.train import model_config
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"
+
+
+# --- the sources ---------------------------------------------------------------------------------
+
+CPU = preset("cpu-30min")
+GPU = preset("gpu")
+PAPER_WARMUP = inspect.signature(warmup_lr).parameters["warmup_steps"].default   # 4000, eq. (3)
+
+
+def record(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+RUN = record("multi30k-cpu-30min.json")
+FP32 = record("multi30k-cpu-30min-fp32.json")
+SHIPPED = record("multi30k-cpu-30min.shipped.json")
+THROUGHPUT = record("train-throughput-cpu.json")
+ABLATIONS = {p.stem: json.loads(p.read_text())
+             for p in sorted((RESULTS / "ablations").glob("*.json"))}
+EQUAL_TIME = sorted((json.loads(p.read_text())
+                     for p in RESULTS.glob("bleu-at-equal-time-cpu*.json")),
+                    key=lambda r: r["budget_s"])
+
+
+def threads(device: str) -> int:
+    "The thread count of a record's device string, 'CPU (x86_64, 2 threads)' -> 2."
+    return int(re.search(r"(\d+) threads?\)", device).group(1))
+
+
+def ffn_shares(config: TransformerConfig) -> dict[str, float]:
+    """The FFN's share of an encoder layer, of a decoder layer, and of all weights outside the
+    embedding matrices, from `parameter_count`'s formulas."""
+    d, f, n = config.d_model, config.d_ff, config.n_layers
+    ffn = 2 * d * f + f + d
+    one_layer = dataclasses.replace(config, n_layers=1, norm_first=False)
+    counts, layer = parameter_count(config), parameter_count(one_layer)
+    return {"encoder layer": ffn / layer["encoder"], "decoder layer": ffn / layer["decoder"],
+            "outside the embeddings": 2 * n * ffn / (counts["encoder"] + counts["decoder"])}
+
+
+TRANSLATOR = model_config(CPU, CPU.vocab_size)            # the shipped translator's sizes
+EX1_WIDTH = inspect.signature(toy_model).parameters["d_model"].default
+
+
+def ex1_learning_rate() -> float:
+    "The learning rate exercise 1's experiment cell sets (`LR, STEPS = 5e-3, 120`)."
+    nb = json.loads((ROOT / "notebooks" / "exercises" / "ex1_pre_ln.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    return float(re.search(r"^LR, STEPS = ([0-9.e-]+), \d+$", code, re.MULTILINE).group(1))
+
+
+# --- reading the prose ---------------------------------------------------------------------------
+
+@cache
+def prose(page: str) -> str:
+    """A page's prose with its whitespace collapsed: a .md file whole, a notebook's markdown cells
+    (cells joined by a blank line, so that no sentence runs from one cell into the next)."""
+    path = ROOT / page
+    if path.suffix == ".ipynb":
+        cells = json.loads(path.read_text())["cells"]
+        text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    else:
+        text = path.read_text()
+    return re.sub(r"\s+", " ", text)
+
+
+def prose_pages() -> list[str]:
+    notebooks = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb")
+                       if ".ipynb_checkpoints" not in p.parts)
+    return ([p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "book").glob("*.md"))]
+            + ["README.md"] + [p.relative_to(ROOT).as_posix() for p in notebooks])
+
+
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "ten": 10, "thirty": 30,
+         "half": 0.5, "two thirds": 2 / 3}
+SCIENTIFIC = re.compile(r"^(?:(?P<m>[0-9.]+)\s*(?:\\cdot|·|×)\s*)?10\^\{?(?P<e>[-−]?\d+)\}?$")
+
+
+def agrees(quoted: str, value: float) -> bool:
+    """Whether `value`, rounded as finely as `quoted` is written, is `quoted`: "1,797" and 1797.0,
+    "0.87" and 0.8676, "2\\cdot10^{-3}" and 0.002, "10^{-3}" and 0.001, "thirty" and 30."""
+    q = quoted.strip()
+    if q in WORDS:
+        target = WORDS[q]
+        return abs(value - target) < 0.01 * max(abs(target), 1e-12) or round(value) == target
+    m = SCIENTIFIC.match(q)
+    if m:
+        mantissa, exponent = m.group("m") or "1", int(m.group("e").replace("−", "-"))
+        decimals = len(mantissa.partition(".")[2])
+        return round(value / 10 ** exponent, decimals) == float(mantissa)
+    q = q.replace(",", "")
+    decimals = len(q.partition(".")[2])
+    return round(value, decimals) == float(q)
+
+
+# --- the quotes ----------------------------------------------------------------------------------
+
+NUM = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+MATH = r"[^$]+"
+
+
+@dataclass
+class Quote:
+    page: str
+    pattern: str                      # a regex; each named group is a number, checked by `values`
+    values: dict[str, Callable[[], float]] = field(default_factory=dict)
+    holds: Callable[[], bool] = lambda: True      # what the sentence says in words, not numbers
+
+    @property
+    def id(self) -> str:
+        return f"{self.page}: {self.pattern[:50]}"
+
+
+def minutes(seconds: float) -> float:
+    return seconds / 60
+
+
+QUOTES = [
+    # ---------------------------------------------------------------- book/capstone.md, chapter 18
+    Quote("book/capstone.md",
+          rf"sentence pairs, pre-LN, dropout (?P<dropout>{NUM}), tied embeddings",
+          {"dropout": lambda: CPU.dropout},
+          lambda: CPU.norm_first and CPU.dropout == CPU.attn_dropout == CPU.ffn_dropout),
+    Quote("book/capstone.md",
+          rf"schedule for a fixed budget \(warm-up over (?P<w>{NUM}) updates to a peak of "
+          rf"\$(?P<lr>{MATH})\$, held until (?P<p>half) of the time, then a straight line to "
+          rf"zero\)",
+          {"w": lambda: CPU.warmup_steps, "lr": lambda: CPU.peak_lr, "p": lambda: CPU.decay_start},
+          lambda: CPU.schedule == "budget"),
+    Quote("book/capstone.md",
+          rf"label smoothing (?P<ls>{NUM}), small batches, bfloat16 where the CPU has the "
+          rf"instructions, a time budget of (?P<t>{NUM}) seconds of training, the last weights "
+          rf"without checkpoint averaging, and beam search with beam (?P<k>{NUM}) and length "
+          rf"penalty α = (?P<alpha>{NUM})\. That is the `cpu-30min` preset, trained on a CPU\.",
+          {"ls": lambda: CPU.label_smoothing, "t": lambda: CPU.time_budget_s,
+           "k": lambda: CPU.beam_size, "alpha": lambda: CPU.length_penalty},
+          lambda: CPU.amp and CPU.average_last == 1 and CPU.device == "cpu"),
+    Quote("book/capstone.md",
+          rf"The `gpu` preset, for readers with a GPU, is a wider model with dropout "
+          rf"(?P<dropout>{NUM}), equation 3 rescaled to a peak of \$(?P<lr>{MATH})\$ after "
+          rf"(?P<w>{NUM}) updates, batches with few shapes for `torch.compile`, and the average of "
+          rf"the last (?P<n>{NUM}) epochs' weights",
+          {"dropout": lambda: GPU.dropout, "lr": lambda: GPU.peak_lr, "w": lambda: GPU.warmup_steps,
+           "n": lambda: GPU.average_last},
+          lambda: (GPU.d_model > CPU.d_model and GPU.schedule == "noam" and GPU.fixed_shapes
+                   and GPU.compile)),
+    # ---------------------------------------------------------------- chapter 14
+    Quote("notebooks/14_optimization.ipynb",
+          r"A reader who trains for a fixed \*time\* \((?P<m>thirty) minutes on a CPU, as in",
+          {"m": lambda: minutes(CPU.time_budget_s)}, lambda: CPU.device == "cpu"),
+    Quote("notebooks/14_optimization.ipynb",
+          rf"The capstone's CPU recipe uses the budget schedule above, warming up over "
+          rf"(?P<w>{NUM}) updates to a peak of \$(?P<lr>{MATH})\$, held until (?P<p>half) of the "
+          rf"training time\.",
+          {"w": lambda: CPU.warmup_steps, "lr": lambda: CPU.peak_lr, "p": lambda: CPU.decay_start},
+          lambda: CPU.schedule == "budget"),
+    Quote("notebooks/14_optimization.ipynb",
+          rf"Its `gpu` recipe keeps the shape of equation \{{eq\}}`eq-warmup-schedule`, with a "
+          rf"peak of \$(?P<lr>{MATH})\$ after (?P<w>{NUM}) updates",
+          {"lr": lambda: GPU.peak_lr, "w": lambda: GPU.warmup_steps},
+          lambda: GPU.schedule == "noam"),
+    # ---------------------------------------------------------------- chapter 18
+    Quote("notebooks/18_capstone.ipynb",
+          r"The translator is trained on a CPU: (?P<m>thirty) minutes of training on (?P<n>two) "
+          r"threads of an x86-64 processor",
+          {"m": lambda: minutes(RUN["training_seconds"]), "n": lambda: threads(RUN["device"])},
+          lambda: "x86_64" in RUN["device"]),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"The ablation rows and the comparisons with PyTorch's `nn.Transformer` at the end of "
+          rf"the chapter used smaller budgets: (?P<e>one) epoch's worth of updates on (?P<t>one) "
+          rf"thread for each ablation row, (?P<s>{NUM}) timed updates of each model for the "
+          rf"comparison of speed, and (?P<a>{NUM}) and (?P<b>{NUM}) seconds of training for the "
+          rf"comparisons of BLEU at equal time\.",
+          {"s": lambda: THROUGHPUT["args"]["steps"],
+           "e": lambda: max(r["epochs"] for r in ABLATIONS.values()),
+           "t": lambda: max(threads(r["device"]) for r in ABLATIONS.values()),
+           "a": lambda: EQUAL_TIME[0]["budget_s"], "b": lambda: EQUAL_TIME[-1]["budget_s"]},
+          lambda: ({r["epochs"] for r in ABLATIONS.values()} == {1.0} and len(EQUAL_TIME) == 2
+                   and {threads(r["device"]) for r in ABLATIONS.values()} == {1}
+                   and {r["steps"] for r in THROUGHPUT["results"]}
+                   == {THROUGHPUT["args"]["steps"]})),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"shipped with the book as one (?P<mb>{NUM}) MB file",
+          {"mb": lambda: SHIPPED["bytes"] / 1e6}),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"a (?P<p>{NUM})-million-parameter model processes a few thousand target tokens per "
+          rf"second on (?P<c>two) cores, so thirty minutes buy a few thousand updates and ten or "
+          rf"more passes over the data",
+          {"p": lambda: RUN["parameters"] / 1e6, "c": lambda: threads(RUN["device"])},
+          lambda: (RUN["epochs"] >= 10 and 1000 <= RUN["target_tokens_per_s"] < 10000
+                   and 1000 <= RUN["steps"] < 10000)),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"\$d_{{\\text{{model}}}}=(?P<d>{NUM})\$, \$h=(?P<h>{NUM})\$, "
+          rf"\$d_{{ff}}=(?P<f>{NUM})\$, (?P<n>{NUM}) encoder and (?P<n2>{NUM}) decoder layers, "
+          rf"(?P<p>{NUM})M parameters with an (?P<v>{NUM})-token vocabulary",
+          {"d": lambda: CPU.d_model, "h": lambda: CPU.n_heads, "f": lambda: CPU.d_ff,
+           "n": lambda: CPU.n_layers, "n2": lambda: CPU.n_layers,
+           "p": lambda: RUN["parameters"] / 1e6, "v": lambda: CPU.vocab_size}),
+    Quote("notebooks/18_capstone.ipynb",
+          r"\*\*Pre-LN instead of the paper's post-LN\*\*", {}, lambda: CPU.norm_first),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"\*\*Small batches: at most (?P<b>{NUM}) padded positions per side\.\*\*.{{0,300}}No "
+          rf"padding of the batch axis and no rounding of lengths",
+          {"b": lambda: CPU.batch_tokens},
+          lambda: not CPU.fixed_shapes and CPU.bucket == 1),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"linear warm-up over (?P<w>{NUM}) updates to a peak of \$(?P<lr>{MATH})\$, held "
+          rf"until (?P<p>half) of the training time, then a straight line to zero at the end of "
+          rf"the budget",
+          {"w": lambda: CPU.warmup_steps, "lr": lambda: CPU.peak_lr, "p": lambda: CPU.decay_start},
+          lambda: CPU.schedule == "budget"),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"after the (?P<steps>{NUM}) updates of the run below it would still be at "
+          rf"\$\\sqrt{{w/(?P<steps2>{NUM})}}\$ of its peak, (?P<a>{NUM}) of it with the paper's "
+          rf"(?P<w1>{NUM}) warm-up updates and (?P<b>{NUM}) with this recipe's (?P<w2>{NUM})\.",
+          {"steps": lambda: RUN["steps"], "steps2": lambda: RUN["steps"],
+           "a": lambda: math.sqrt(PAPER_WARMUP / RUN["steps"]), "w1": lambda: PAPER_WARMUP,
+           "b": lambda: math.sqrt(CPU.warmup_steps / RUN["steps"]), "w2": lambda: CPU.warmup_steps},
+          # eq. (3) past its warm-up: its rate over its peak is sqrt(w / step)
+          lambda: math.isclose(warmup_lr(RUN["steps"], CPU.d_model, CPU.warmup_steps)
+                               / warmup_lr(CPU.warmup_steps, CPU.d_model, CPU.warmup_steps),
+                               math.sqrt(CPU.warmup_steps / RUN["steps"]))),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"\*\*Dropout (?P<d>{NUM})\*\* on sub-layer outputs and embeddings \(section 5\.4\), "
+          rf"also on attention weights and inside the feed-forward layer, as `nn.Transformer`'s "
+          rf"single `dropout` does\. \*\*Label smoothing (?P<ls>{NUM})\*\*",
+          {"d": lambda: CPU.dropout, "ls": lambda: CPU.label_smoothing},
+          lambda: CPU.dropout == CPU.attn_dropout == CPU.ffn_dropout),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"\*\*One joint BPE vocabulary of (?P<v>{NUM}) tokens\*\*",
+          {"v": lambda: CPU.vocab_size}),
+    Quote("notebooks/18_capstone.ipynb",
+          r"no gradient clipping; no checkpoint averaging", {},
+          lambda: CPU.clip_grad_norm == 0 and CPU.average_last == 1),
+    Quote("notebooks/18_capstone.ipynb",
+          r"\*\*Mixed precision where the CPU has bfloat16 instructions\*\*", {}, lambda: CPU.amp),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"\*\*A time budget, not a number of epochs:\*\* (?P<t>{NUM}) seconds of training "
+          rf"\(evaluation excluded\), so that a run ends inside (?P<m>thirty) minutes",
+          {"t": lambda: CPU.time_budget_s, "m": lambda: math.ceil(minutes(CPU.time_budget_s))},
+          lambda: CPU.time_budget_s <= 1800),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"\*\*beam search with beam (?P<k>{NUM}) and length penalty α = (?P<alpha>{NUM})\*\*",
+          {"k": lambda: CPU.beam_size, "alpha": lambda: CPU.length_penalty}),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"The `gpu` preset \(width (?P<d>{NUM}), (?P<b>{NUM})-token batches, bf16 and "
+          rf"`torch.compile`\)",
+          {"d": lambda: GPU.d_model, "b": lambda: GPU.batch_tokens},
+          lambda: GPU.amp and GPU.compile),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"trained for one epoch's worth of updates \((?P<s>{NUM}) updates of at most "
+          rf"(?P<b>{NUM}) padded positions;.{{0,300}}scored on all (?P<n>{NUM}) validation "
+          rf"sentences\. The rows train in float32 on one thread each",
+          {"s": lambda: ABLATIONS["base"]["steps"],
+           "b": lambda: ABLATIONS["base"]["recipe"]["batch_tokens"],
+           "n": lambda: ABLATIONS["base"]["val"]["sentences"]},
+          lambda: (ABLATIONS["base"]["epochs"] == 1.0
+                   and {r["val"]["sentences"] for r in ABLATIONS.values()}
+                   == {ABLATIONS["base"]["val"]["sentences"]}
+                   and all(r["recipe"]["amp"] is (row == "bf16") for row, r in ABLATIONS.items()))),
+    Quote("notebooks/18_capstone.ipynb",
+          r"At both budgets the bfloat16 recipe gets through about (?P<r>half) as many updates "
+          r"again and ends with the lower validation loss and the higher BLEU",
+          {"r": lambda: round(max(abs(ours["steps"] / ref["steps"] - 1)
+                                  for ours, ref in (rec["runs"] for rec in EQUAL_TIME)), 1)},
+          lambda: all(ours["model"] == "transformer_lib" and ours["val_loss"] < ref["val_loss"]
+                      and ours["bleu"]["greedy"] > ref["bleu"]["greedy"]
+                      and abs(ours["steps"] / ref["steps"] - 1.5) < 0.1
+                      for ours, ref in (rec["runs"] for rec in EQUAL_TIME))),
+    # ---------------------------------------------------------------- appendix A2
+    Quote("notebooks/A2_data.ipynb",
+          rf"about (?P<mb>{NUM}) MB for (?P<p>{NUM}) million parameters",
+          {"mb": lambda: SHIPPED["bytes"] / 1e6, "p": lambda: RUN["parameters"] / 1e6}),
+    # ---------------------------------------------------------------- chapters 08 and 19
+    Quote("notebooks/19_inside_the_translator.ipynb",
+          rf"it puts (?P<enc>two thirds) of an encoder layer's weights into memory, (?P<dec>half) "
+          rf"of a decoder layer's \(\{{ref\}}`chapter-feed-forward`\), and (?P<pct>{NUM})% of this "
+          rf"translator's weights outside its embedding matrix",
+          {"enc": lambda: ffn_shares(TRANSLATOR)["encoder layer"],
+           "dec": lambda: ffn_shares(TRANSLATOR)["decoder layer"],
+           "pct": lambda: 100 * ffn_shares(TRANSLATOR)["outside the embeddings"]}),
+    Quote("notebooks/08_feed_forward.ipynb",
+          r"With (?P<enc>two thirds) of an encoder layer's weights and (?P<dec>half) of a decoder "
+          r"layer's, the FFN",
+          {"enc": lambda: ffn_shares(TransformerConfig.base(37000))["encoder layer"],
+           "dec": lambda: ffn_shares(TransformerConfig.base(37000))["decoder layer"]}),
+    # ---------------------------------------------------------------- exercise 1
+    Quote("notebooks/exercises/ex1_pre_ln.ipynb",
+          rf"\((?P<n>{NUM}) layers, \$d_{{\\text{{model}}}}=(?P<d>{NUM})\$, (?P<h>{NUM}) heads, "
+          rf"batches of 32 sequences\), at a learning rate of \$(?P<lr>{MATH})\$, (?P<x>{NUM}) "
+          rf"times the peak that the paper's schedule reaches for a model this wide after its "
+          rf"(?P<w>{NUM}) warm-up steps, "
+          rf"\$(?P<d2>{NUM})\^\{{-0\.5\}}\\cdot(?P<w2>{NUM})\^\{{-0\.5\}} "
+          rf"\\approx (?P<peak>{MATH})\$",
+          {"n": lambda: inspect.signature(toy_model).parameters["n_layers"].default,
+           "d": lambda: EX1_WIDTH, "d2": lambda: EX1_WIDTH,
+           "h": lambda: inspect.signature(toy_model).parameters["n_heads"].default,
+           "lr": ex1_learning_rate,
+           "x": lambda: ex1_learning_rate() / warmup_lr(PAPER_WARMUP, EX1_WIDTH, PAPER_WARMUP),
+           "w": lambda: PAPER_WARMUP, "w2": lambda: PAPER_WARMUP,
+           "peak": lambda: warmup_lr(PAPER_WARMUP, EX1_WIDTH, PAPER_WARMUP)}),
+    # ---------------------------------------------------------------- chapter 00 and book/intro.md
+    Quote("notebooks/00_introduction.ipynb",
+          r"a German→English translator, trained for (?P<m>thirty) minutes on a CPU",
+          {"m": lambda: minutes(CPU.time_budget_s)}, lambda: CPU.device == "cpu"),
+    Quote("notebooks/00_introduction.ipynb",
+          r"such as the (?P<m>thirty)-minute training of the capstone's translator",
+          {"m": lambda: minutes(RUN["training_seconds"])}),
+    Quote("notebooks/00_introduction.ipynb",
+          r"The capstone's own recipe, `cpu-30min`, trains its translator in (?P<m>thirty) minutes "
+          r"on a CPU",
+          {"m": lambda: minutes(CPU.time_budget_s)}, lambda: CPU.device == "cpu"),
+    Quote("book/intro.md",
+          r"chapter 18 prints the (?P<m>thirty)-minute training run that produced the translator "
+          r"\(and the same recipe in float32\)",
+          {"m": lambda: minutes(RUN["training_seconds"])},
+          lambda: FP32["recipe"]["amp"] is False and FP32["precision"] == "float32"),
+    # ---------------------------------------------------------------- README.md
+    Quote("README.md",
+          rf"`--preset cpu-30min` \(CPU, (?P<m>{NUM}) min: (?P<beam>{NUM}) BLEU with beam "
+          rf"(?P<k>{NUM}), (?P<greedy>{NUM}) greedy, on test_2016_flickr when we ran it on "
+          rf"(?P<n>{NUM}) cores of an AMD EPYC with bfloat16 instructions, (?P<tps>{NUM}) target "
+          rf"tokens/s, `results/multi30k-cpu-30min.json`",
+          {"m": lambda: minutes(RUN["training_seconds"]),
+           "beam": lambda: RUN["test_2016_flickr"]["bleu_beam"],
+           "k": lambda: RUN["test_2016_flickr"]["beam_size"],
+           "greedy": lambda: RUN["test_2016_flickr"]["bleu_greedy"],
+           "n": lambda: threads(RUN["device"]), "tps": lambda: RUN["target_tokens_per_s"]},
+          lambda: RUN["recipe"]["amp"] and CPU.amp),
+]
+
+
+@pytest.mark.parametrize("quote", QUOTES, ids=[q.id for q in QUOTES])
+def test_quoted_numbers_agree_with_presets_and_records(quote):
+    text = prose(quote.page)
+    matches = list(re.finditer(quote.pattern, text))
+    assert matches, (f"{quote.page}: the sentence this test checks is gone or reworded; find it "
+                     f"and update the pattern with the text: {quote.pattern!r}")
+    for m in matches:
+        for name, value in quote.values.items():
+            assert agrees(m.group(name), value()), (
+                f"{quote.page} says {m.group(name)!r} ({name}) where the source gives "
+                f"{value()!r}: «{m.group(0)}»")
+    assert quote.holds(), f"{quote.page}: what the sentence says no longer holds: «{matches[0][0]}»"
+
+
+def test_every_named_group_is_checked():
+    for quote in QUOTES:
+        assert set(re.compile(quote.pattern).groupindex) == set(quote.values), quote.id
+
+
+def test_agrees_rounds_as_the_text_does():
+    assert agrees("1,797", 1797.0) and agrees("0.87", 0.8676) and agrees("0.14", 0.1372)
+    assert not agrees("0.86", 0.8676) and not agrees("half", 0.87)
+    assert agrees("2\\cdot10^{-3}", 0.002) and agrees("10^{-3}", 0.001)
+    assert agrees("2.8\\cdot10^{-3}", 0.0027951) and not agrees("2.8\\cdot10^{-3}", 0.0029)
+    assert agrees("7.6", 7.578624) and agrees("57", 57.02) and not agrees("58", 57.02)
+    assert agrees("thirty", 1797.14 / 60) and agrees("two thirds", 0.6655)
+    assert agrees("half", 0.4989) and agrees("two", 2) and not agrees("two", 1)
+
+
+def test_a_changed_number_is_caught():
+    """The check fails when the text and the source part: here the text is changed."""
+    quote = next(q for q in QUOTES if "sqrt" in q.pattern)
+    text = prose(quote.page).replace("0.87 of it", "0.85 of it")
+    m = re.search(quote.pattern, text)
+    assert m and not agrees(m.group("a"), quote.values["a"]())
+
+
+# --- numbers of the records found outside the checked sentences ---------------------------------
+
+def distinctive_numbers() -> set[str]:
+    """The shipped run's numbers as the prose would write them: updates, tokens per second, BLEU
+    to one decimal, epochs, and the time budget."""
+    out = set()
+    for rec in (RUN, FP32):
+        t = rec["test_2016_flickr"]
+        out |= {f"{rec['steps']:,}", f"{rec['steps']}", f"{rec['target_tokens_per_s']:,.0f}",
+                f"{rec['val']['bleu_greedy']:.1f}", f"{t['bleu_greedy']:.1f}",
+                f"{t['bleu_beam']:.1f}", f"{rec['epochs']}", f"{rec['epochs']:.1f}"}
+    for split in ("val", "test_2016_flickr"):
+        out |= {f"{SHIPPED[split]['bleu_greedy']:.1f}", f"{SHIPPED[split]['bleu_beam']:.1f}"}
+    out |= {f"{CPU.time_budget_s:,.0f}", f"{CPU.time_budget_s:.0f}"}
+    return out
+
+
+def unchecked_occurrences(page: str, text: str | None = None) -> list[str]:
+    """Each distinctive record number in `page` (or in `text`, read as that page) that lies outside
+    every sentence a `Quote` of the page checks, with some context."""
+    text = prose(page) if text is None else text
+    covered = [m.span() for q in QUOTES if q.page == page for m in re.finditer(q.pattern, text)]
+    found = []
+    for number in sorted(distinctive_numbers()):
+        for m in re.finditer(rf"(?<![\d.,]){re.escape(number)}(?![\d]|[.,]\d)", text):
+            if not any(a <= m.start() and m.end() <= b for a, b in covered):
+                found.append(f"{number}: «{text[max(0, m.start() - 60):m.end() + 60]}»")
+    return found
+
+
+def test_the_scan_finds_an_unchecked_quote():
+    page = "notebooks/18_capstone.ipynb"
+    assert not unchecked_occurrences(page)
+    added = f" The run made {RUN['steps']:,} updates, {RUN['target_tokens_per_s']:,.0f} tokens/s."
+    found = unchecked_occurrences(page, prose(page) + added)
+    assert sorted(f.split(":")[0] for f in found) == sorted(
+        [f"{RUN['steps']:,}", f"{RUN['target_tokens_per_s']:,.0f}"]), found
+
+
+@pytest.mark.parametrize("page", prose_pages())
+def test_record_numbers_are_quoted_only_where_checked(page):
+    found = unchecked_occurrences(page)
+    assert not found, (f"{page} quotes numbers of the records in results/ in a sentence that no "
+                       f"Quote in tests/test_prose_numbers.py checks; add one: {found}")
