@@ -45,6 +45,7 @@ import torch
 
 from transformer_lib import model as model_module
 from transformer_lib.engineering import TrainingClock, provenance, write_json
+from transformer_lib.feed_forward import PositionwiseFeedForward
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import parse_args as recipe_args
@@ -54,7 +55,7 @@ from transformer_lib.training import evaluate_loss
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import TorchReference  # noqa: E402  (a sibling script, not a package)
 
-MODELS = ("ours", "nn.Transformer", "ours-per-block-qkv")
+MODELS = ("ours", "nn.Transformer", "ours-per-block-qkv", "ours-ffn-bias-uniform")
 NLL_TOLERANCE, BLEU_TOLERANCE = 0.01, 0.5        # relative, absolute (the parity criterion)
 WINDOW = 100                                      # updates per mean of the training loss
 
@@ -70,6 +71,13 @@ def install(s, kind: str, amp_dtype) -> None:
             _prepare_model(s, [], None)    # the capstone's own set-up (ids checked by prepare)
         finally:
             model_module.QKV_INIT_GAIN = gain
+        if kind == "ours-ffn-bias-uniform":       # FFN biases as nn.Linear (and nn.Transformer)
+            with torch.no_grad():
+                for m in s.model.modules():
+                    if isinstance(m, PositionwiseFeedForward):
+                        for lin in (m.w_1, m.w_2):
+                            bound = lin.in_features ** -0.5
+                            lin.bias.uniform_(-bound, bound)
         return
     r = s.recipe
     torch.manual_seed(r.seed)
