@@ -296,3 +296,10 @@ def test_word_start_mark_in_the_text_is_the_stated_exception(tiny_tok):
     for doc in (SubwordTokenizer.__doc__, round_trip_rate.__doc__):
         assert "decode(encode(s)) == s" in doc or "decode(tokenizer.encode(s)) == s" in doc
         assert f"`{WORD_START}` (U+2581) in s reads back as a space" in " ".join(doc.split())
+
+
+def test_encode_batch_of_a_generator_encodes_every_text(tiny_tok):
+    """The type check must not use up a generator: it gave [] without a word."""
+    texts = ["a man", "walks"]
+    assert tiny_tok.encode_batch(t for t in texts) == tiny_tok.encode_batch(texts) == [
+        tiny_tok.encode(t) for t in texts]

@@ -246,11 +246,13 @@ class SubwordTokenizer:
 
     def encode_batch(self, texts: Sequence[str], add_bos: bool = False,
                      add_eos: bool = False) -> list[list[int]]:
-        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-            raise TypeError("texts must be a sequence of str")
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str, got one str; pass [text] or use "
+                            "encode")
+        texts = list(texts)                                 # once: a generator is read only once
         for i, t in enumerate(texts):
             _check_text(t, f"texts[{i}]")
-        encs = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
         return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
 
     def tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
