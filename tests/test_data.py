@@ -88,6 +88,31 @@ def test_corrupt_file_is_never_used(tmp_path):
         fetch("multi30k/val.de.gz", data_dir=tmp_path, download=False)
 
 
+@pytest.mark.parametrize("download", [False, True])
+def test_a_directory_where_the_file_should_be(tmp_path, monkeypatch, download):
+    """A folder in place of the dataset file (or a file in place of its folder) is named, with what
+    to do: no bare IsADirectoryError, no download attempted, nothing changed."""
+    def no_download(*args, **kwargs):
+        raise AssertionError("must not download")
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_download)
+    (tmp_path / "multi30k" / "val.de.gz").mkdir(parents=True)
+    with pytest.raises(DataError, match=rf"Dataset file 'multi30k/val.de.gz' in {tmp_path} is a "
+                                        rf"directory \({tmp_path / 'multi30k' / 'val.de.gz'}\), "
+                                        "not the file. Remove or rename that directory") as e:
+        fetch("multi30k/val.de.gz", data_dir=tmp_path, download=download)
+    assert ENV_VAR in str(e.value)
+    (tmp_path / "tinyshakespeare").write_text("a file where the folder should be")
+    with pytest.raises(DataError, match=rf"Dataset file 'tinyshakespeare/input.txt' cannot be in "
+                                        rf"{tmp_path}: {tmp_path / 'tinyshakespeare'} is a file, "
+                                        "not a directory"):
+        fetch("tinyshakespeare/input.txt", data_dir=tmp_path, download=download)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["multi30k", "tinyshakespeare",
+                                                           "val.de.gz"]
+    with pytest.raises(IsADirectoryError, match=rf"translator file {tmp_path} is a directory; "
+                                                "give the file that save_translator wrote"):
+        data.load_translator(tmp_path)
+
+
 @needs_data
 def test_loaders_on_shared_data():
     for split, n in [("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)]:

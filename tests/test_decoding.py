@@ -152,6 +152,24 @@ def test_beam_score_matches_its_tokens():
         assert scores[b].item() == pytest.approx(lp / length_penalty(n, 0.6), abs=1e-4)
 
 
+def test_beam_search_scores_a_float64_model_in_float64():
+    """The scores keep a float64 model's precision (they were cast to float32 silently); a float32
+    model is scored in float32 as before."""
+    model = _model(6).double().eval()
+    src = _src(6, batch=2)
+    out, scores = beam_search(model, src, 4, 0.6, 10, BOS, EOS, return_scores=True)
+    assert scores.dtype == torch.float64
+    with torch.no_grad():
+        log_p = model(src, out[:, :-1]).log_softmax(-1)                      # float64
+    for b in range(2):
+        row = out[b].tolist()
+        n = row.index(EOS) if EOS in row else len([t for t in row if t != PAD]) - 1
+        lp = log_p[b, torch.arange(n), out[b, 1:n + 1]].sum().item()
+        assert scores[b].item() == pytest.approx(lp / length_penalty(n, 0.6), rel=1e-12)
+    assert beam_search(model.float(), src, 4, 0.6, 10, BOS, EOS,
+                       return_scores=True)[1].dtype == torch.float32
+
+
 def test_length_penalty_formula():
     assert length_penalty(1) == 1.0
     assert length_penalty(10, 0.6) == pytest.approx((15 / 6) ** 0.6)

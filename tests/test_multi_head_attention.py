@@ -210,6 +210,50 @@ def test_kv_cache_several_new_tokens(by_name):
     torch.testing.assert_close(torch.cat([a, b], 1), full)
 
 
+@pytest.mark.parametrize("kind", ["none", "padding", "causal", "random", "is_causal", "cached"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_nan_query_gives_nan_on_both_paths(kind, bad, dtype):
+    """A query row holding NaN (or inf) gives a NaN output row on the fast path as on the explicit
+    one; the fused kernel alone returns a finite row (it reads a row of NaN scores as fully
+    masked). A row that attends to nothing stays 0 (then W_O's bias) on both."""
+    g = torch.Generator().manual_seed(0)
+    m = _mha(8, 2, 0).to(dtype)
+    B, L = 2, 5
+    kv = torch.randn(B, L, 8, generator=g, dtype=torch.float64).to(dtype)
+    q = torch.randn(B, L, 8, generator=g, dtype=torch.float64).to(dtype)
+    q[0, 1] = bad                                         # a whole query row
+    q[1, 3, 0] = bad                                      # one feature of a query
+    q[1, 4, 5] = bad                                      # the query of the "cached" step
+    mask = None if kind in ("none", "is_causal", "cached") else _masks(kind, B, L, L, g)
+    if kind == "random":
+        mask[0, 0, 1] = False                             # the bad row 0 attends to nothing
+    outs = []
+    for need in (False, True):
+        m.need_weights = need
+        if kind == "cached":                              # one query, its past in the cache
+            cache = {}
+            m(q[:, :4], kv[:, :4], kv[:, :4], make_causal_mask(4), cache=cache)
+            outs.append(m(q[:, 4:], kv[:, 4:], kv[:, 4:], cache=cache, is_causal=True))
+            q_rows = q[:, 4:]
+        else:
+            outs.append(m(q, kv, kv, mask, is_causal=kind == "is_causal"))
+            q_rows = q
+    m.need_weights = False
+    fast, explicit = outs
+    has_key = (torch.ones(B, q_rows.shape[1], dtype=torch.bool) if mask is None
+               else mask.expand(B, 1, L, L).any(-1)[:, 0])
+    nan_rows = ~q_rows.isfinite().all(-1) & has_key
+    for out in (fast, explicit):
+        assert torch.equal(out.isnan().any(-1), nan_rows) and torch.equal(out.isnan().all(-1),
+                                                                           nan_rows)
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(fast, explicit, atol=tol, rtol=0, equal_nan=True)
+    if kind == "random":
+        assert torch.equal(fast[0, 1], m.out_proj.bias) and torch.equal(explicit[0, 1],
+                                                                         m.out_proj.bias)
+
+
 @settings(max_examples=25, deadline=None)
 @given(c=configs, seed=st.integers(0, 2**16), need_weights=st.booleans(), training=st.booleans())
 def test_is_causal_equals_the_causal_mask(c, seed, need_weights, training):

@@ -331,6 +331,23 @@ def test_average_checkpoints_rejects_mismatch(tmp_path):
         average_checkpoints([])
 
 
+def test_average_checkpoints_refuses_one_path(tmp_path):
+    """One path (str or Path) is not a list of paths: iterating it would read '/', 'c', ... and
+    report 'checkpoint / does not exist'."""
+    a = save_checkpoint(tmp_path / "a.pt", nn.Linear(2, 2))
+    for one in (str(a), a):
+        with pytest.raises(TypeError, match=rf"paths must be a list of checkpoint paths, got one "
+                                            rf"path '{a}'; pass \['{a}'\]"):
+            average_checkpoints(one)
+    assert average_checkpoints([str(a)]).keys() == nn.Linear(2, 2).state_dict().keys()
+
+
+def test_read_checkpoint_names_a_directory(tmp_path):
+    with pytest.raises(CheckpointError, match=rf"checkpoint {tmp_path} is a directory; give the "
+                                              "checkpoint file"):
+        average_checkpoints([tmp_path])
+
+
 # --- the budget schedule (chapter 14, "A schedule for a fixed budget") ---
 from transformer_lib.optimization import BudgetSchedule, budget_lr  # noqa: E402
 

@@ -216,3 +216,90 @@ def test_corpus_bleu_signature_and_errors():
         corpus_bleu("a man", ["a man"])
     with pytest.raises(ValueError, match="must not be empty"):
         corpus_bleu([], [])
+
+
+# --- the tokenizer's edges (issue 25) -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_tok():
+    """A tokenizer trained on three sentences: no data needed."""
+    return SubwordTokenizer.train(["a man walks", "a dog runs", "the man runs"] * 3, vocab_size=300)
+
+
+@pytest.mark.parametrize("bad", [-1, 300, 10**6])
+def test_decode_refuses_ids_outside_the_vocabulary(tiny_tok, bad):
+    """An id the tokenizer does not have is an error naming it and its position, never a silent
+    token or an OverflowError from the Rust side."""
+    V = tiny_tok.vocab_size
+    bad = V if bad == 300 else bad
+    with pytest.raises(ValueError, match=rf"ids holds {bad} at position 1, outside this "
+                                         rf"tokenizer's ids 0\.\.{V - 1}"):
+        tiny_tok.decode([BOS_ID, bad, EOS_ID])
+    with pytest.raises(ValueError, match=rf"ids holds {bad} at position 1"):
+        tiny_tok.decode_batch(torch.tensor([[BOS_ID, 5, EOS_ID], [BOS_ID, bad, EOS_ID]]))
+    with pytest.raises(ValueError, match=rf"id must be one of this tokenizer's ids 0\.\.{V - 1}, "
+                                         rf"got {bad}"):
+        tiny_tok.id_to_token(bad)
+    assert tiny_tok.decode([BOS_ID, 5, EOS_ID]) == tiny_tok.decode([5])   # valid ids: as before
+
+
+def test_train_refuses_one_string():
+    """One str is not a list of sentences: training on its characters would lose every word."""
+    with pytest.raises(TypeError, match=r"texts must be a sequence of sentences \(str\), got one "
+                                        r"str 'a man walks'; pass \['a man walks'\]"):
+        SubwordTokenizer.train("a man walks", vocab_size=300)
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str, got int 7"):
+        SubwordTokenizer.train(["a man", 7], vocab_size=300)
+    with pytest.raises(TypeError, match=r"pairs must be a sequence of \(source, target\) pairs, "
+                                        "got one str"):
+        train_joint_tokenizer("ein Mann", vocab_size=300)
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a \(source, target\) pair of str, "
+                                        "got 'ein Mann'"):
+        train_joint_tokenizer(["ein Mann", "a man"], vocab_size=300)
+
+
+def test_lone_surrogate_is_a_clear_error(tiny_tok):
+    """A lone surrogate is no character and has no UTF-8 bytes: name the text, where it is and what
+    to do, instead of tokenizers' 'TextInputSequence must be str'."""
+    with pytest.raises(ValueError, match=r"text holds a lone surrogate U\+D800 at index 1, .*"
+                                         r"errors='replace'"):
+        tiny_tok.encode("a\ud800b")
+    with pytest.raises(ValueError, match=r"texts\[1\] holds a lone surrogate U\+DC80 at index 2"):
+        tiny_tok.encode_batch(["a man", "a \udc80"])
+    with pytest.raises(ValueError, match=r"texts\[1\] holds a lone surrogate U\+DFFF at index 0"):
+        SubwordTokenizer.train(["a man", "\udfff"], vocab_size=300)
+    assert tiny_tok.decode(tiny_tok.encode("a 🎸 b")) == "a 🎸 b"      # a surrogate *pair* is fine
+
+
+def test_save_onto_a_directory_or_under_a_file(tiny_tok, tmp_path):
+    """save names the path and what to do, and writes nothing."""
+    with pytest.raises(IsADirectoryError, match=rf"path {tmp_path} is a directory; give a file "
+                                                rf"name such as {tmp_path / 'tokenizer.json'}"):
+        tiny_tok.save(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(IsADirectoryError, match=rf"tokenizer file {tmp_path} is a directory"):
+        SubwordTokenizer.load(tmp_path)
+    blocker = tmp_path / "run"
+    blocker.write_text("not a folder")
+    with pytest.raises(NotADirectoryError, match=rf"cannot save to {blocker / 'sub'}"
+                                                 rf"/tokenizer\.json: {blocker} is a file"):
+        tiny_tok.save(blocker / "sub" / "tokenizer.json")
+    assert blocker.read_text() == "not a folder" and list(tmp_path.iterdir()) == [blocker]
+    path = tiny_tok.save(tmp_path / "a" / "b" / "tokenizer.json")   # works, folders made
+    assert SubwordTokenizer.load(path).encode("a man") == tiny_tok.encode("a man")
+    assert [p.name for p in path.parent.iterdir()] == ["tokenizer.json"]    # no temporary file left
+
+
+def test_word_start_mark_in_the_text_is_the_stated_exception(tiny_tok):
+    """`▁` in the input reads back as a space: the one exception to decode(encode(s)) == s, and the
+    docstring that promises the round trip says so."""
+    assert tiny_tok.decode(tiny_tok.encode(f"a{WORD_START}b")) == "a b"
+    for doc in (SubwordTokenizer.__doc__, round_trip_rate.__doc__):
+        assert "decode(encode(s)) == s" in doc or "decode(tokenizer.encode(s)) == s" in doc
+        assert f"`{WORD_START}` (U+2581) in s reads back as a space" in " ".join(doc.split())
+
+
+def test_encode_batch_of_a_generator_encodes_every_text(tiny_tok):
+    """The type check must not use up a generator: it gave [] without a word."""
+    texts = ["a man", "walks"]
+    assert tiny_tok.encode_batch(t for t in texts) == tiny_tok.encode_batch(texts) == [
+        tiny_tok.encode(t) for t in texts]

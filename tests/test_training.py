@@ -104,6 +104,23 @@ def test_token_batches_bad_arguments():
         token_batches([3, 0], 10)
 
 
+def test_a_sentence_longer_than_max_tokens_is_the_stated_exception():
+    """A sentence longer than max_tokens gets a batch of its own (n_b = 1): the one exception to
+    eq. token-budget, stated where the bound is promised; every other batch keeps the bound, and
+    the loader collates the long one (fixed shapes too) as one row."""
+    lengths = [3, 50, 4, 5, 21]
+    batches = token_batches(lengths, 20, shuffle=False)
+    assert [1] in batches and [4] in batches
+    assert all(len(b) * max(lengths[i] for i in b) <= 20 for b in batches if b not in ([1], [4]))
+    for doc in (token_batches.__doc__, BatchLoader.by_tokens.__doc__):
+        assert "a sentence longer than max_tokens gets a batch of its own" in " ".join(doc.split())
+    pairs = [([3] * (n - 1) + [EOS], [BOS] + [4] * (n - 1) + [EOS]) for n in lengths]  # n each
+    for fixed in (False, True):
+        shapes = {tuple(b.src.shape) for b in BatchLoader.by_tokens(pairs, 20, fixed_shapes=fixed,
+                                                                      shuffle=False)}
+        assert (1, 50) in shapes and (1, 21) in shapes
+
+
 def test_batch_loader_iter_from_and_no_global_rng():
     pairs = [([3] * n, [BOS] + [4] * n + [EOS]) for n in range(1, 30)]
     loader = BatchLoader(pairs, TokenBatchSampler([n + 2 for n in range(1, 30)], 40, seed=3), PAD)

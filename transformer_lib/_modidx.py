@@ -671,6 +671,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                        'transformer_lib/text.py'),
                                       'transformer_lib.text.SubwordTokenizer.vocab_size': ( 'subwords_and_bleu.html#subwordtokenizer.vocab_size',
                                                                                             'transformer_lib/text.py'),
+                                      'transformer_lib.text._check_text': ('subwords_and_bleu.html#_check_text', 'transformer_lib/text.py'),
                                       'transformer_lib.text._require': ('subwords_and_bleu.html#_require', 'transformer_lib/text.py'),
                                       'transformer_lib.text._to_ids': ('subwords_and_bleu.html#_to_ids', 'transformer_lib/text.py'),
                                       'transformer_lib.text.apply_bpe': ('subwords_and_bleu.html#apply_bpe', 'transformer_lib/text.py'),

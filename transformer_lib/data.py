@@ -150,13 +150,23 @@ def fetch(name: str, data_dir: str | os.PathLike | None = None, download: bool =
     """Path to the verified dataset file `name` (a key of `MANIFEST`), downloading it if allowed.
 
     Raises `DataError` naming the file, the directory searched and how to provide the file when it
-    is missing and cannot be downloaded, or when its checksum does not match. A download says on
+    is missing and cannot be downloaded, when its checksum does not match, or when a directory
+    stands where the file should be (or a file where a directory should be). A download says on
     standard error what it fetches, and gives up after `DOWNLOAD_TIMEOUT_S` seconds of silence.
     """
     if name not in MANIFEST:
         raise DataError(f"Unknown dataset file {name!r}; known files: {sorted(MANIFEST)}")
     entry, root = MANIFEST[name], resolve_data_dir(data_dir)
     path = root / entry.path
+    if path.is_dir():
+        raise DataError(f"Dataset file '{entry.path}' in {root} is a directory ({path}), not the "
+                        "file. Remove or rename that directory and the file is downloaded again. "
+                        + _how_to_provide(entry, root))
+    blocker = next(p for p in path.parents if p.exists())
+    if not blocker.is_dir():
+        raise DataError(f"Dataset file '{entry.path}' cannot be in {root}: {blocker} is a file, "
+                        f"not a directory. Move that file away, or point {ENV_VAR} (or the "
+                        "data_dir argument) at another directory.")
     if not path.exists():
         if not download:
             raise DataError(f"Dataset file '{entry.path}' not found in {root}. "
@@ -279,6 +289,9 @@ def load_translator(path: str | os.PathLike | None = None, *, download: bool = T
                             "the file is corrupt or from another run")
         path = path or fetch(TRANSLATOR_NAME, download=download)
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"translator file {path} is a directory; give the file that "
+                                "save_translator wrote (a .pt file)")
     if not path.is_file():
         raise FileNotFoundError(f"translator file {path} does not exist")
     try:

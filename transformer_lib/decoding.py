@@ -131,8 +131,9 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
     """Batched beam search with the GNMT length penalty (section 6.1: beam 4, alpha 0.6).
 
     `src` (B, S). Returns the best hypothesis per sentence as token ids (B, T) starting with
-    `bos_id`, `pad_id` after `eos_id`; with `return_scores` also its score s(Y) (B,). `max_len`
-    (new tokens) defaults to S + 50, capped at the model's `config.max_len`.
+    `bos_id`, `pad_id` after `eos_id`; with `return_scores` also its score s(Y) (B,), computed in
+    float32 (float64 for a float64 model). `max_len` (new tokens) defaults to S + 50, capped at the
+    model's `config.max_len`.
     """
     _check_src(src)
     if bos_id is None or eos_id is None:
@@ -152,10 +153,14 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
         memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)              # (B*K, S, d)
         src_mask = src_mask.repeat_interleave(K, dim=0) if src_mask.shape[0] == B else src_mask
         tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)    # (B*K, t)
-        scores = torch.full((B, K), -math.inf, device=device)          # raw log-probs of live beams
+        # raw log-probs of the live beams, in float32 (bf16 and fp16 logits too), float64 for a
+        # float64 model
+        dtype = torch.promote_types(memory.dtype, torch.float32)
+        scores = torch.full((B, K), -math.inf, dtype=dtype, device=device)
         scores[:, 0] = 0.0
         fin_tokens = torch.full((B, K, max_len + 1), pad_id, dtype=torch.long, device=device)
-        fin_scores = torch.full((B, K), -math.inf, device=device)           # normalised, best first
+        # normalised, best first
+        fin_scores = torch.full((B, K), -math.inf, dtype=dtype, device=device)
         fin_count = torch.zeros(B, dtype=torch.long, device=device)
         done = torch.zeros(B, dtype=torch.bool, device=device)
         rank = torch.arange(2 * K, device=device)
@@ -168,7 +173,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
             else:
                 logits = model.decode(tokens, memory, src_mask, _causal(t, device))[:, -1]
             V = logits.shape[-1]
-            log_p = torch.log_softmax(logits.float(), dim=-1)
+            log_p = torch.log_softmax(logits.to(dtype), dim=-1)
             log_p = log_p.masked_fill(_banned(V, pad_id, bos_id, eos_id, device), -math.inf)
             # beam score + token log-prob
             cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)

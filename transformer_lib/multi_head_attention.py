@@ -77,18 +77,23 @@ class NaiveMultiHeadAttention(nn.Module):
 
 # %% ../notebooks/05_multi_head_attention.ipynb #68efb67e
 def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
-    """F.scaled_dot_product_attention (fused kernels on GPU) with our rule for fully masked rows:
-    output 0.
+    """F.scaled_dot_product_attention (fused kernels on GPU) with our rules, those of the explicit
+    path: a fully masked row gives 0, and a query row holding NaN or inf gives NaN.
 
     is_causal=True (mask None, L_q = L_k): the kernel applies the causal mask itself; no row is
     empty.
     """
+    # A fused kernel reads a row of NaN scores like a fully masked one and may return a finite
+    # row; NaN in must give NaN out, as on the explicit path.
+    finite_query = torch.isfinite(q).all(dim=-1, keepdim=True)               # (B, h, L_q, 1)
     if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+        return torch.where(finite_query, out, float("nan"))
     has_key = mask.any(dim=-1, keepdim=True)       # (..., L_q, 1): does the row attend to anything?
     # Un-mask empty rows so no kernel ever sees a row of -inf (NaN in some versions), then zero
     # them.
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
+    out = torch.where(finite_query, out, float("nan"))
     return out.masked_fill(~has_key, 0.0)                # (B, h, L_q, d_k)
 
 
@@ -104,6 +109,11 @@ class MultiHeadAttention(nn.Module):
     is_causal=True instead of a mask: query i may attend to keys j <= i + (L_k - L_q) (the same as
     mask=make_causal_mask(L_q, offset=L_k - L_q); L_q > L_k is an error); with L_q = L_k the fused
     kernel applies it itself (FlashAttention on GPU, which takes no mask tensor).
+
+    NaN: a query row holding NaN or inf gives a NaN output row on both paths (0 if it attends to
+    nothing), and so does a NaN in a key or value it attends to. A NaN key at a position masked
+    for that query is ignored on the explicit path but may give NaN on the fast path (PyTorch's
+    kernels add the mask to the scores).
 
     KV cache (incremental decoding): `cache` is a dict owned by the caller. static_kv=False
     (self-attention): the new positions' keys and values are appended to cache["k"], cache["v"]

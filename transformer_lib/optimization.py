@@ -306,6 +306,9 @@ def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
     """Load a checkpoint dict with torch.load(weights_only=True); CheckpointError if it is
     unreadable."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a directory; give the checkpoint file in it "
+                              f"(such as {path / 'checkpoint.pt'})")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
@@ -397,6 +400,9 @@ def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.T
     Returns a state dict for `model.load_state_dict`. Floating-point tensors are averaged in float64
     and cast back to their dtype; other tensors are taken from the last checkpoint.
     """
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise TypeError(f"paths must be a list of checkpoint paths, got one path {str(paths)!r}; "
+                        f"pass [{str(paths)!r}] (one checkpoint averages to its own weights)")
     paths = list(paths)
     if not paths:
         raise ValueError("paths must name at least one checkpoint, got none")

@@ -6,6 +6,7 @@ Chapter 17 (notebooks/17_subwords_and_bleu.ipynb): section 5.1's shared vocabula
 `SubwordTokenizer.train`/`load`, `corpus_bleu` need the [nlp] extra (tokenizers, sacreBLEU)."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -112,9 +113,25 @@ def _to_ids(ids) -> list[int]:
     return [int(i) for i in ids]
 
 
+def _check_text(text: str, name: str) -> None:
+    """A str that tokenizers can take: every character has UTF-8 bytes, so no lone surrogate."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:                       # only a lone surrogate cannot be encoded
+        raise ValueError(f"{name} holds a lone surrogate U+{ord(text[e.start]):04X} at index "
+                         f"{e.start}, half of a UTF-16 pair and no character (it has no UTF-8 "
+                         "bytes to tokenize); fix how the text was read, e.g. open the file with "
+                         "encoding='utf-8', errors='replace', or drop the character") from None
+
+
 class SubwordTokenizer:
     """Joint BPE tokenizer with byte fallback: special tokens `<pad>`=0, `<bos>`=1, `<eos>`=2,
-    `<unk>`=3; no normalisation, so `decode(encode(s)) == s` (spaces are kept as `▁`).
+    `<unk>`=3; no normalisation, so `decode(encode(s)) == s` (spaces are kept as `▁`), with one
+    exception: a `▁` (U+2581) in s reads back as a space. A lone surrogate is refused.
 
     Train with `SubwordTokenizer.train(texts, vocab_size)`, save with `.save(path)`
     (one JSON file) and reload with `SubwordTokenizer.load(path)`.
@@ -138,9 +155,17 @@ class SubwordTokenizer:
         _require("tokenizers")
         from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+        if isinstance(texts, str):
+            raise TypeError(f"texts must be a sequence of sentences (str), got one str "
+                            f"{texts[:40]!r}{'...' if len(texts) > 40 else ''}; pass "
+                            f"[{texts[:40]!r}] to train on it as one sentence")
         texts = list(texts)
-        if not texts or not all(isinstance(t, str) for t in texts):
+        if not texts:
             raise ValueError("texts must be a non-empty sequence of strings")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__} {t!r:.40}")
+            _check_text(t, f"texts[{i}]")
         alphabet = {ch for t in texts for ch in t.replace(" ", WORD_START)} | {WORD_START}
         need = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + len(alphabet)
         if not isinstance(vocab_size, int) or vocab_size < need:
@@ -173,6 +198,9 @@ class SubwordTokenizer:
         from tokenizers import Tokenizer
 
         path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"tokenizer file {path} is a directory; give the JSON file "
+                                    f"that save wrote, such as {path / 'tokenizer.json'}")
         if not path.is_file():
             raise FileNotFoundError(f"tokenizer file {path} does not exist")
         try:
@@ -183,10 +211,27 @@ class SubwordTokenizer:
         return cls(tok)
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the tokenizer as one JSON file (created with its parent directory)."""
+        """Write the tokenizer as one JSON file (created with its parent directory). A path that is
+        a directory, or under a file, is an error that writes nothing."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.tokenizer.save(str(path))
+        if path.is_dir():
+            raise IsADirectoryError(f"path {path} is a directory; give a file name such as "
+                                    f"{path / 'tokenizer.json'}")
+        existing = next(p for p in path.parents if p.exists())
+        if not existing.is_dir():
+            raise NotADirectoryError(f"cannot save to {path}: {existing} is a file, not a "
+                                     "directory; choose another path")
+        created = [p for p in path.parents if not p.exists()]        # innermost first
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.tokenizer.save(str(tmp))
+            os.replace(tmp, path)                          # the file appears whole, or not at all
+        finally:
+            tmp.unlink(missing_ok=True)
+            for folder in created if not path.exists() else []:     # nothing left on failure
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
         return path
 
     @property
@@ -195,16 +240,19 @@ class SubwordTokenizer:
 
     def encode(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[int]:
         """Token ids of `text`, optionally with `<bos>` before and `<eos>` after."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        _check_text(text, "text")
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
         return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
 
     def encode_batch(self, texts: Sequence[str], add_bos: bool = False,
                      add_eos: bool = False) -> list[list[int]]:
-        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-            raise TypeError("texts must be a sequence of str")
-        encs = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str, got one str; pass [text] or use "
+                            "encode")
+        texts = list(texts)                                 # once: a generator is read only once
+        for i, t in enumerate(texts):
+            _check_text(t, f"texts[{i}]")
+        encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
         return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
 
     def tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
@@ -213,13 +261,23 @@ class SubwordTokenizer:
         return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
 
     def id_to_token(self, i: int) -> str:
-        return self.tokenizer.id_to_token(int(i))
+        i = int(i)
+        if not 0 <= i < self.vocab_size:
+            raise ValueError(f"id must be one of this tokenizer's ids 0..{self.vocab_size - 1}, "
+                             f"got {i}")
+        return self.tokenizer.id_to_token(i)
 
     def decode(self, ids) -> str:
         """Text of a sequence of ids (list or 1-D tensor): a leading `<bos>` is dropped, everything
         from the first `<eos>` on is cut (decoders pad after it), and remaining special tokens are
-        skipped."""
+        skipped. An id outside the vocabulary is an error."""
         ids = _to_ids(ids)
+        V = self.vocab_size
+        bad = next((k for k, i in enumerate(ids) if not 0 <= i < V), None)
+        if bad is not None:
+            raise ValueError(f"ids holds {ids[bad]} at position {bad}, outside this tokenizer's "
+                             f"ids 0..{V - 1}; decode only ids this tokenizer gave (or a model "
+                             "trained with it predicted)")
         if self.eos_id in ids:
             ids = ids[:ids.index(self.eos_id)]
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -227,7 +285,13 @@ class SubwordTokenizer:
     def decode_batch(self, batch) -> list[str]:
         "`decode` for each row of a (B, T) tensor or a list of id sequences."
         rows = batch.tolist() if hasattr(batch, "tolist") else batch
-        return [self.decode(r) for r in rows]
+        texts = []
+        for r, row in enumerate(rows):
+            try:
+                texts.append(self.decode(row))
+            except ValueError as e:
+                raise ValueError(f"row {r} of the batch: {e}") from None
+        return texts
 
     def __repr__(self) -> str:
         return f"SubwordTokenizer(vocab_size={self.vocab_size})"
@@ -236,11 +300,20 @@ class SubwordTokenizer:
 def train_joint_tokenizer(pairs: Sequence[tuple[str, str]], vocab_size: int = 8000,
                           min_frequency: int = 2) -> SubwordTokenizer:
     "One BPE vocabulary for both sides of `pairs` (source, target), e.g. Multi30k's training split."
+    if isinstance(pairs, str):
+        raise TypeError(f"pairs must be a sequence of (source, target) pairs, got one str "
+                        f"{pairs[:40]!r}")
+    pairs = list(pairs)
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, str) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got "
+                            f"{pair!r:.60}; pass [(source, target), ...]")
     return SubwordTokenizer.train([s for pair in pairs for s in pair], vocab_size, min_frequency)
 
 
 def round_trip_rate(tokenizer: SubwordTokenizer, texts: Sequence[str]) -> float:
-    "Fraction of `texts` for which `tokenizer.decode(tokenizer.encode(s)) == s`."
+    """Fraction of `texts` for which `tokenizer.decode(tokenizer.encode(s)) == s` (1.0 unless a `▁`
+    (U+2581) in s reads back as a space)."""
     texts = list(texts)
     if not texts:
         raise ValueError("texts must not be empty")

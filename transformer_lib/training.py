@@ -129,7 +129,9 @@ def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 
 # %% ../notebooks/13_training.ipynb #2ff4f527
 def token_batches(lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
                   epoch: int = 0, num_replicas: int = 1, rank: int = 0) -> list[list[int]]:
-    """Indices grouped into batches of similar length with n_b · max length ≤ max_tokens.
+    """Indices grouped into batches of similar length with n_b · max length ≤ max_tokens, except
+    that a sentence longer than max_tokens gets a batch of its own (n_b = 1, its length over the
+    bound: no budget fits it, and leaving it out would lose it without a word).
 
     Sentences are sorted by length (ties in random order), packed greedily, and the batch order is
     shuffled with a generator seeded by (seed, epoch), so every process computes the same batches.
@@ -212,7 +214,8 @@ class BatchLoader:
                   pad_id: int = 0, fixed_shapes: bool = False, shuffle: bool = True, seed: int = 0,
                   num_replicas: int = 1, rank: int = 0) -> BatchLoader:
         """Batches of at most `max_tokens` padded positions per side, lengths rounded up to `bucket`
-        (the packing counts the rounded lengths); process `rank` of `num_replicas` gets its
+        (the packing counts the rounded lengths), except that a sentence longer than max_tokens gets
+        a batch of its own (one row, over the budget); process `rank` of `num_replicas` gets its
         shard."""
         lengths = [round_up(max(len(s), len(t) - 1), bucket) for s, t in pairs]
         sampler = TokenBatchSampler(lengths, max_tokens, shuffle, seed, num_replicas, rank)
