@@ -46,6 +46,7 @@ import torch
 from transformer_lib import model as model_module
 from transformer_lib.engineering import TrainingClock, provenance, write_json
 from transformer_lib.feed_forward import PositionwiseFeedForward
+from transformer_lib.interop import from_torch
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import parse_args as recipe_args
@@ -55,7 +56,8 @@ from transformer_lib.training import evaluate_loss
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_throughput import TorchReference  # noqa: E402  (a sibling script, not a package)
 
-MODELS = ("ours", "nn.Transformer", "ours-per-block-qkv", "ours-ffn-bias-uniform")
+MODELS = ("ours", "nn.Transformer", "ours-per-block-qkv", "ours-ffn-bias-uniform",
+          "ours-from-torch-init")
 NLL_TOLERANCE, BLEU_TOLERANCE = 0.01, 0.5        # relative, absolute (the parity criterion)
 WINDOW = 100                                      # updates per mean of the training loss
 
@@ -71,6 +73,16 @@ def install(s, kind: str, amp_dtype) -> None:
             _prepare_model(s, [], None)    # the capstone's own set-up (ids checked by prepare)
         finally:
             model_module.QKV_INIT_GAIN = gain
+        if kind == "ours-from-torch-init":      # nn.Transformer's initial weights, in our model
+            r = s.recipe
+            torch.manual_seed(r.seed)
+            ref = TorchReference(s.tokenizer.vocab_size, r.d_model, r.n_heads, r.n_layers, r.d_ff,
+                                 r.dropout, r.norm_first, pad_id=s.tokenizer.pad_id)
+            with torch.no_grad():
+                s.model.encoder.load_state_dict(from_torch(ref.core.encoder).state_dict())
+                s.model.decoder.load_state_dict(from_torch(ref.core.decoder).state_dict())
+                s.model.src_embed.weight.copy_(ref.embed.weight)
+            torch.manual_seed(r.seed)                      # dropout masks from the same start
         if kind == "ours-ffn-bias-uniform":       # FFN biases as nn.Linear (and nn.Transformer)
             with torch.no_grad():
                 for m in s.model.modules():

@@ -104,7 +104,11 @@ def test_initialisation_is_as_stated():
     assert (out_proj.abs().max() <= math.sqrt(6 / 128) and out_proj.std().item()
             == pytest.approx(0.125, rel=0.1))
     for name, p in m.named_parameters():
-        if name.endswith("bias") and "norm" not in name:
+        if name.endswith("bias") and "feed_forward" in name:       # nn.Linear's U(+-fan_in^-1/2)
+            fan_in = 64 if ".w_1." in name else 256
+            assert 0 < p.abs().max() <= fan_in ** -0.5, name
+            assert p.abs().max() > 0.9 * fan_in ** -0.5, name
+        elif name.endswith("bias") and "norm" not in name:
             assert (p == 0).all(), name
         if name.endswith("norm.weight"):
             assert (p == 1).all(), name
@@ -358,3 +362,8 @@ def test_attention_initialisation_matches_nn_transformer():
             assert a.std().item() == pytest.approx(b.std().item(), rel=0.05)
         assert mine.out_proj.weight.std().item() == pytest.approx(
             theirs.out_proj.weight.std().item(), rel=0.05)
+    # the FFN biases: nn.Transformer keeps nn.Linear's uniform init, U(+-fan_in^-1/2)
+    mine, theirs = ours.encoder.layers[0].feed_forward, ref.encoder.layers[0]
+    for a, b in ((mine.w_1.bias, theirs.linear1.bias), (mine.w_2.bias, theirs.linear2.bias)):
+        assert a.std().item() == pytest.approx(b.std().item(), rel=0.15)
+        assert a.abs().max().item() == pytest.approx(b.abs().max().item(), rel=0.1)

@@ -3,7 +3,8 @@ capstone's `run()` and of the character model's training equals the trajectory
 recorded before the training stack was unified (tests/fixtures/trajectories.json, recorded with
 the code of commit c566d34 by tests/fixtures/record_trajectories_before_issue16.py.txt). The
 capstone's entry was recorded again (tests/fixtures/record_capstone_trajectory.py.txt) when W_Q,
-W_K, W_V moved to nn.Transformer's initialisation, a change of every step by design.
+W_K, W_V moved to nn.Transformer's initialisation, and again when the FFN biases did (nn.Linear's
+uniform draw instead of zeros): changes of every step by design.
 
 Bit for bit holds on the machine the fixture was recorded on. Another CPU's kernels round the last
 bits of float32 differently: on an AMD EPYC (Zen 4, AVX-512) the capstone's losses differ from the

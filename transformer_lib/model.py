@@ -16,6 +16,7 @@ from torch import nn
 
 from .decoder import Decoder
 from .encoder import Encoder
+from .feed_forward import PositionwiseFeedForward
 from .layer_norm import _check_eps
 from .masking import make_padding_mask
 from .multi_head_attention import MultiHeadAttention, _check_probability
@@ -107,15 +108,19 @@ class Transformer(nn.Module):
             self.output_projection.weight = self.tgt_embed.weight          # W_out = E_tgt (§3.4)
 
     def _reset_parameters(self) -> None:
-        """Xavier-uniform weight matrices (W_Q, W_K, W_V with gain 1/sqrt(2), as nn.Transformer and
-        fairseq), zero biases, normal embeddings with std d_model^-1/2 (stated in chapter 11)."""
+        """Xavier-uniform weight matrices (W_Q, W_K, W_V with gain 1/sqrt(2)), zero
+        attention biases, FFN biases as nn.Linear makes them, normal embeddings with std
+        d_model^-1/2: nn.Transformer's initialisation (stated in chapter 11)."""
         d = self.config.d_model
+        ffn_linears = {lin for m in self.modules() if isinstance(m, PositionwiseFeedForward)
+                       for lin in (m.w_1, m.w_2)}
         for module in self.modules():
             if isinstance(module, nn.Embedding) or module is self.output_projection:
                 nn.init.normal_(module.weight, std=d ** -0.5)
             elif isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
-            if isinstance(module, nn.Linear) and module.bias is not None:
+            if (isinstance(module, nn.Linear) and module.bias is not None
+                and module not in ffn_linears):          # FFN biases keep U(+-fan_in^-1/2)
                 nn.init.zeros_(module.bias)
         for module in self.modules():
             if isinstance(module, MultiHeadAttention):   # [W_Q; W_K; W_V]: each d x d, the bound
