@@ -286,10 +286,67 @@ def test_two_process_ddp_gloo(tmp_path):
 
 
 def test_presets_are_valid_and_gpu_is_the_default():
+    """`python -m transformer_lib.train` with no flags runs the recipe that --help calls the
+    default: the gpu recipe, five minutes of compiled training on fixed shapes with no epoch cap
+    (the gpu preset changes nothing)."""
     for name in PRESETS:
         preset(name)
-    assert dataclasses.replace(preset("gpu"), compile=False, fixed_shapes=False,
-                               time_budget_s=0.0) == Recipe()
+    assert PRESETS["gpu"] == {} and preset("gpu") == Recipe() == parse_args([])[0]
+    r = Recipe()
+    assert (r.compile, r.fixed_shapes, r.time_budget_s, r.epochs, r.max_steps) == (True, True,
+                                                                                   300.0, 0, 0)
+    # the CPU presets train as they did before the defaults became the gpu recipe's
+    tiny, cpu = preset("cpu-tiny"), preset("cpu-30min")
+    assert (tiny.compile, tiny.fixed_shapes, tiny.epochs, tiny.time_budget_s) == (False, False, 20,
+                                                                                  30.0)
+    assert (cpu.compile, cpu.fixed_shapes, cpu.epochs, cpu.time_budget_s) == (False, False, 100,
+                                                                              1797.0)
+
+
+def _long_run_check(monkeypatch, capsys, seconds_per_update, limit, **changes):
+    """Feeds `warn_if_long_run` updates 1 ... limit with a fake clock; returns what it printed
+    (stderr) and how many updates the wrapped callback saw."""
+    from types import SimpleNamespace
+
+    from transformer_lib.recipe import warn_if_long_run
+    now, seen = [0.0], []
+    s = SimpleNamespace(recipe=dataclasses.replace(preset("cpu-tiny"),
+                                                   **{"time_budget_s": 0.0, **changes}),
+                        is_main=True, step=0, clock=lambda: now[0], device=torch.device("cpu"))
+    callback = warn_if_long_run(s, limit, seen.append)
+    for step in range(1, limit + 1):
+        now[0] += seconds_per_update
+        callback(step)
+    assert seen == list(range(1, limit + 1))
+    return capsys.readouterr().err
+
+
+def test_a_run_estimated_to_take_hours_says_so_once(monkeypatch, capsys):
+    err = _long_run_check(monkeypatch, capsys, seconds_per_update=2.0, limit=10_000)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: ") and "--preset cpu-30min" in lines[0]
+    assert "about 5.5 h" in lines[0] and "10,000 updates" in lines[0]       # 9,988 updates x 2 s
+    assert _long_run_check(monkeypatch, capsys, seconds_per_update=1.0, limit=10_000) == ""  # 2.8 h
+    # a time budget bounds the run: no estimate
+    assert _long_run_check(monkeypatch, capsys, seconds_per_update=2.0, limit=10_000,
+                           time_budget_s=600.0) == ""
+
+
+@needs_data
+def test_the_long_run_warning_from_the_command_line(tmp_path, capsys, monkeypatch):
+    """A real run with a fake clock (an hour per reading): one warning line; training goes on."""
+    import itertools
+
+    import transformer_lib.train as train_module
+    from transformer_lib.engineering import TrainingClock
+    hours = itertools.count(step=3600.0)
+    monkeypatch.setattr(train_module, "TrainingClock",
+                        lambda device, start_s=0.0: TrainingClock(device, start_s,
+                                                                  timer=lambda: next(hours)))
+    assert main(tiny_flags(tmp_path / "run", max_steps=28, checkpoint_every=1000)) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert len(err) == 1 and "--preset cpu-30min" in err[0], err
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["steps"] == 28
 
 
 def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():

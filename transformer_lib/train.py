@@ -61,6 +61,7 @@ from transformer_lib.recipe import (
     results_path,
     results_record,
     validate_recipe,
+    warn_if_long_run,
 )
 from transformer_lib.text import (
     SubwordTokenizer,
@@ -365,8 +366,8 @@ def fit(s: RunResult) -> RunResult:
               time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
               device=s.device, amp=s.amp_dtype, log_every=r.log_every, progress=s.is_main
               and r.progress,
-              callback=partial(after_step, s, limit_steps), clock=s.clock, prefetch=prefetch,
-              history=s.history)
+              callback=warn_if_long_run(s, limit_steps, partial(after_step, s, limit_steps)),
+              clock=s.clock, prefetch=prefetch, history=s.history)
     except FloatingPointError as e:               # the loss became NaN: name the recipe's remedies
         if str(e).startswith("training diverged"):
             raise
