@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from transformer_lib import data
+from transformer_lib.engineering import FIELD_TYPES
 from transformer_lib.optimization import read_checkpoint
 from transformer_lib.recipe import (
     PRESETS,
@@ -437,11 +438,54 @@ def test_help_lists_every_flag_with_its_comment_and_default():
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())                  # argparse wraps lines
-    assert "--d-model INT width of every sub-layer (default: 512)" in text
+    assert ("--d-model INT width of every sub-layer (features per position) (default: 512)"
+            in text)
+    assert "--max-steps INT updates (optimiser steps) to train (0 = no limit) (default: 0)" in text
+    assert "--out-dir STR directory of the run's checkpoint" in text
     assert "--amp, --no-amp" in text and "(default: True)" in text
     for f in dataclasses.fields(Recipe):
         assert ("--" + f.name.replace("_", "-") in text
                 and f"(default: {getattr(Recipe(), f.name)!r})" in text)
+
+
+ZERO_IS_A_VALUE = {"seed"}              # 0 is a seed like any other, not a setting that turns off
+UNITS = {"time_budget_s": "seconds", "max_steps": "updates", "warmup_steps": "updates",
+         "checkpoint_every": "updates", "log_every": "updates", "eval_every": "epochs",
+         "epochs": "passes over the training data", "batch_tokens": "positions",
+         "train_pairs": "pairs", "eval_sentences": "sentences", "test_sentences": "sentences",
+         "average_last": "epoch snapshots", "vocab_size": "tokens"}
+
+
+def test_every_flag_says_what_it_does_its_unit_and_what_0_means():
+    """No help line that only repeats its flag (`--out-dir STR out dir`): every field has a comment;
+    a count or a duration names its unit; where 0 is allowed, the comment says what 0 means."""
+    from transformer_lib.engineering import field_comments
+    comments = field_comments(Recipe)
+    names = [f.name for f in dataclasses.fields(Recipe)]
+    assert [n for n in names if n not in comments] == []
+    limits = dict(epochs=1, time_budget_s=1.0, max_steps=1)        # so that each may be 0 alone
+    zero_ok = []
+    for f in dataclasses.fields(Recipe):
+        if FIELD_TYPES[f.type] in (int, float):
+            try:
+                recipe_from_dict({**limits, f.name: 0})
+            except RecipeError:
+                continue
+            zero_ok.append(f.name)
+    assert {"epochs", "time_budget_s", "max_steps", "clip_grad_norm", "seed"} <= set(zero_ok)
+    unsaid = [n for n in zero_ok if n not in ZERO_IS_A_VALUE and "0 =" not in comments[n]]
+    assert unsaid == [], f"comments that do not say what 0 means: {unsaid}"
+    missing_units = {n: u for n, u in UNITS.items() if u not in comments[n]}
+    assert missing_units == {}, missing_units
+
+
+def test_the_amp_help_names_what_each_device_trains_in():
+    """bf16 on GPUs of compute capability 8.0+ and on CPUs with bf16 instructions, float16 with a
+    scaler on older GPUs, and float32 on a CPU without bf16 (where amp_settings gives no dtype)."""
+    from transformer_lib.engineering import field_comments
+    amp = field_comments(Recipe)["amp"]
+    assert all(word in amp for word in ("bf16", "8.0", "float16", "float32")), amp
+    assert "else float16" not in amp
 
 
 def test_every_field_comment_fits_on_its_line():
