@@ -595,6 +595,9 @@ def test_preset_note_says_what_cpu_tiny_is_for():
     note = preset_note(dataclasses.replace(preset("cpu-tiny"), out_dir="elsewhere", progress=False))
     assert ("smoke test of the pipeline" in note and "cpu-30min" in note
             and "load_translator" in note)
+    # printed right below the run's scores, it must not contradict them: thirty seconds of cpu-tiny
+    # score about 10 BLEU on its 100 test sentences, not "near zero"
+    assert not re.search(r"near zero|close to zero|BLEU is (about |almost )?0", note), note
     assert preset_note(preset("cpu-30min")) is None and preset_note(recipe_from_dict(TINY)) is None
 
 

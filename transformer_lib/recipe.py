@@ -362,8 +362,9 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
 PRESET_NOTES = {
     "cpu-tiny": "cpu-tiny is a smoke test of the pipeline: data, tokenizer, model, schedule, "
                 "checkpoints, decoding and BLEU run together in a minute or two. It is not a "
-                "translator, and its BLEU is near zero. For a translator, train --preset cpu-30min "
-                "(thirty minutes on a CPU) or load the book's trained weights with "
+                "translator: its translations get short, common phrases right at best, and a BLEU "
+                "measured on 100 sentences says little. For a translator, train --preset "
+                "cpu-30min (thirty minutes on a CPU) or load the book's trained weights with "
                 "transformer_lib.load_translator().",
 }
 
