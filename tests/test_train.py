@@ -261,6 +261,42 @@ def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
 
 
 @needs_data
+@pytest.mark.parametrize("limit", [dict(max_steps=4), dict(max_steps=0, epochs=1),
+                                   dict(max_steps=0, epochs=0, time_budget_s=0.5)])
+def test_resuming_a_finished_run_says_so_and_changes_nothing(tmp_path, capsys, limit):
+    """--resume on a run that reached its update, epoch or time limit: one line that says it is
+    finished and how to train on; no update, no file touched. A raised limit trains on."""
+    out = tmp_path / "run"
+    assert main(tiny_flags(out, **limit)) == 0
+    steps = json.loads((out / "results.json").read_text())["steps"]
+    before = files_of(out)
+    capsys.readouterr()
+    assert main(tiny_flags(out, **limit) + ["--resume"]) == 2
+    line = _one_error_line(capsys)
+    assert re.search(r"is finished .* its results are in .*results\.json", line), line
+    assert "--max-steps" in line and "--epochs" in line and "--time-budget-s" in line
+    assert files_of(out) == before
+    trained = json.loads((out / "results.json").read_text())["training_seconds"]
+    raised = {k: v * 2 if k != "time_budget_s" else trained + 0.5 for k, v in limit.items() if v}
+    assert main(tiny_flags(out, **{**limit, **raised}) + ["--resume"]) == 0
+    assert json.loads((out / "results.json").read_text())["steps"] > steps
+
+
+@needs_data
+def test_a_finished_run_without_its_record_writes_it_without_training(tmp_path, capsys):
+    """A run stopped during its final evaluation (checkpoint at the limit, no record): --resume
+    evaluates and writes the record, and makes no update."""
+    out = tmp_path / "run"
+    assert main(tiny_flags(out, max_steps=0, epochs=0, time_budget_s=0.5)) == 0
+    first = json.loads((out / "results.json").read_text())
+    (out / "results.json").unlink()
+    assert main(tiny_flags(out, max_steps=0, epochs=0, time_budget_s=0.5) + ["--resume"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["steps"] == first["steps"] and again["val"] == first["val"]
+    assert again["test_2016_flickr"]["bleu_greedy"] == first["test_2016_flickr"]["bleu_greedy"]
+
+
+@needs_data
 def test_two_process_ddp_gloo(tmp_path):
     """torchrun with 2 CPU processes: finite losses, identical weights on both, a checkpoint that
     resumes."""

@@ -45,7 +45,8 @@ from .text import SubwordTokenizer
 __all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'Recipe', 'resume_keys',
            'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe', 'parse_args',
            'check_resume', 'results_path', 'check_output_paths', 'read_inputs', 'preset_note', 'budget_progress',
-           'make_schedule', 'results_record', 'diverged', 'check_weights', 'report_files', 'warn_if_long_run']
+           'step_limit', 'finished', 'make_schedule', 'results_record', 'diverged', 'check_weights', 'report_files',
+           'warn_if_long_run']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
@@ -386,6 +387,23 @@ def budget_progress(s: RunResult, updates: int) -> float:
     r = s.recipe
     used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
     return max(used, updates / r.max_steps if r.max_steps else 0.0)
+
+
+def step_limit(r: Recipe, steps_per_epoch: int) -> float:
+    "The update at which `max_steps` or `epochs` stops training (math.inf: neither is set)."
+    return min(r.max_steps or math.inf, r.epochs * steps_per_epoch or math.inf)
+
+
+def finished(s: RunResult) -> str | None:
+    """Why the run that `s` holds (restored from its checkpoint) has nothing left to train under its
+    recipe's limits, in words; None when it has."""
+    r = s.recipe
+    if s.step >= step_limit(r, s.steps_per_epoch):
+        return (f"it made its {s.step:,} updates (max_steps {r.max_steps}, epochs {r.epochs} of "
+                f"{s.steps_per_epoch:,} updates; 0 = no limit)")
+    if r.time_budget_s and s.train_seconds >= r.time_budget_s:
+        return f"it trained {s.train_seconds:.1f} s of its time_budget_s {r.time_budget_s:g}"
+    return None
 
 
 def make_schedule(s: RunResult) -> tuple[torch.optim.Optimizer,

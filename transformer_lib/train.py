@@ -54,12 +54,14 @@ from transformer_lib.recipe import (
     check_output_paths,
     check_weights,
     diverged,
+    finished,
     make_schedule,
     parse_args,
     read_inputs,
     report_files,
     results_path,
     results_record,
+    step_limit,
     validate_recipe,
     warn_if_long_run,
 )
@@ -307,6 +309,11 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
         if s.steps_per_epoch == 0:
             raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of "
                               f"{world_size} processes")
+    done = finished(s) if ckpt is not None else None
+    if done and results_path(recipe).is_file():         # nothing to train, nothing to record
+        raise RecipeError(f"the run in {s.out_dir} is finished ({done}) and its results are in "
+                          f"{results_path(recipe)}; to train it further, resume with a higher "
+                          "--max-steps, --epochs or --time-budget-s")
     return s
 
 # %% ../notebooks/18_capstone.ipynb #8d2fa203
@@ -359,7 +366,8 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
 def fit(s: RunResult) -> RunResult:
     """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
-    limit_steps = min(r.max_steps or math.inf, r.epochs * s.steps_per_epoch or math.inf)
+    # a finished run, resumed to write its missing record, makes no further update
+    limit_steps = s.step if finished(s) else step_limit(r, s.steps_per_epoch)
     try:
         train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
               max_steps=None if math.isinf(limit_steps) else int(limit_steps),
