@@ -249,7 +249,9 @@ def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
     empty.mkdir()
     monkeypatch.setenv(data.ENV_VAR, str(empty))
     assert main(tiny_flags(tmp_path / "run2")) == 2
-    assert "multi30k/train.de.gz' not found" in capsys.readouterr().err
+    err = capsys.readouterr().err                  # every file the run needs, named at once
+    assert all(f"'multi30k/{split}.{lang}.gz' not found" in err for lang in ("de", "en")
+               for split in ("train", "val", "test_2016_flickr")), err
     broken = tmp_path / "broken"
     shutil.copytree(Path(DATA) / "multi30k", broken / "multi30k")
     (broken / "multi30k" / "val.en.gz").chmod(0o644)

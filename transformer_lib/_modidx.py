@@ -135,6 +135,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'transformer_lib.data._shipped_copy': ('a2_data.html#_shipped_copy', 'transformer_lib/data.py'),
                                       'transformer_lib.data._why': ('a2_data.html#_why', 'transformer_lib/data.py'),
                                       'transformer_lib.data.fetch': ('a2_data.html#fetch', 'transformer_lib/data.py'),
+                                      'transformer_lib.data.fetch_all': ('a2_data.html#fetch_all', 'transformer_lib/data.py'),
                                       'transformer_lib.data.load_multi30k': ('a2_data.html#load_multi30k', 'transformer_lib/data.py'),
                                       'transformer_lib.data.load_tatoeba_fra_eng': ( 'a2_data.html#load_tatoeba_fra_eng',
                                                                                      'transformer_lib/data.py'),

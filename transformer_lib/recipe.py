@@ -38,7 +38,7 @@ from transformer_lib.optimization import (
     warmup_lr,
 )
 
-from .data import load_multi30k
+from .data import MULTI30K_SPLITS, fetch_all, load_multi30k
 from .text import SubwordTokenizer
 
 # %% auto #0
@@ -352,8 +352,9 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
     elif ckpt_path.exists():             # (a tokenizer alone is a start that never trained: redone)
         raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose "
                           "another --out-dir")
-    # DataError
-    text = {split: load_multi30k(split) for split in ("train", "val", "test_2016_flickr")}
+    # DataError, naming every missing or corrupt file at once
+    fetch_all([f"multi30k/{split}.{lang}.gz" for split in MULTI30K_SPLITS for lang in ("de", "en")])
+    text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
     if recipe.train_pairs:
         text["train"] = text["train"][:recipe.train_pairs]
     return ckpt, text
