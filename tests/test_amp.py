@@ -1,16 +1,28 @@
 """Mixed precision by GPU generation: bf16 from compute capability 8.0, float16 with a gradient
 scaler below it (Colab's T4 is 7.5), float32 on the CPU. The capability is mocked; the steps run on
 the CPU."""
+import importlib
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
-from transformer_lib import engineering, training
+from transformer_lib import data, engineering, training
 from transformer_lib.engineering import amp_settings, autocast_dtype
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import LabelSmoothingLoss
+from transformer_lib.recipe import recipe_from_dict
 from transformer_lib.training import collate, train, train_step
 
 CUDA = torch.device("cuda")
+DATA = os.environ.get(data.ENV_VAR)
+needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
+                                and not os.environ.get("CI"),
+                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
+# the capstone's recipe, small enough to prepare in seconds
+TINY = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1,
+            d_ff=64, batch_tokens=400, time_budget_s=0.0, epochs=0, max_steps=2, progress=False)
 
 
 @pytest.fixture
@@ -116,23 +128,31 @@ def test_train_makes_a_scaler_for_float16(monkeypatch, amp, wants_scaler):
                       torch.amp.GradScaler) if wants_scaler else seen[0]["scaler"] is None
 
 
-def test_capstone_on_a_t4_trains_in_float16_with_a_scaler_and_eagerly(gpu, monkeypatch):
-    """The capstone's run() takes `amp_settings(device, cpu_bf16=True)` and skips torch.compile
-    where `amp_settings` says so; on a mocked T4 that is float16, which `train` pairs with a
-    scaler."""
-    import importlib
-    import inspect
-
+@needs_data
+@pytest.mark.parametrize("capability, compiled", [((7, 5), False), ((8, 0), True)])
+def test_the_capstone_compiles_only_where_amp_settings_says_so(gpu, monkeypatch, tmp_path, capsys,
+                                                               capability, compiled):
+    """The branch of the capstone's `_prepare_model` that skips torch.compile below compute
+    capability 8.0 (Colab's T4), run: `prepare` on the CPU, asking `amp_settings` about a mocked
+    GPU. On the T4 it says it does not compile, trains the model as it is and in float16 (which
+    `train` pairs with a scaler); from 8.0 on it hands the model to torch.compile, in bfloat16."""
     capstone = importlib.import_module("transformer_lib.train")
-
-    gpu((7, 5))
-    # run's first stage
-    source = inspect.getsource(capstone.prepare) + inspect.getsource(capstone._prepare_model)
-    assert ("amp_settings(device, cpu_bf16=True)[0]" in source
-            and "amp_settings(s.device)[2]" in source)
-    # the GPU ignores cpu_bf16
-    assert capstone.amp_settings(CUDA, cpu_bf16=True)[:2] == (torch.float16, True)
-    assert capstone.amp_settings(CUDA)[2] is False
+    gpu(capability)
+    real = capstone.amp_settings
+    monkeypatch.setattr(capstone, "amp_settings",                  # the run stays on the CPU
+                        lambda device, cpu_bf16=False: real(CUDA, cpu_bf16))
+    monkeypatch.setattr(capstone, "device_name", lambda device: "Tesla T4")
+    handed = []
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: handed.append(model) or model)
+    s = capstone.prepare(recipe_from_dict({**TINY, "compile": True, "amp": True,
+                                           "out_dir": str(tmp_path / "run")}))
+    out = capsys.readouterr().out
+    if compiled:
+        assert handed == [s.model] and s.amp_dtype is torch.bfloat16 and "not compiling" not in out
+    else:
+        assert handed == [] and s.trained is s.model and s.amp_dtype is torch.float16
+        assert ("not compiling: torch.compile is not used on Tesla T4 (compute capability < 8.0)"
+                in out)
 
 
 def test_exercise_3_char_model_scales_float16(monkeypatch):

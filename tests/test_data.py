@@ -176,3 +176,48 @@ def test_a_server_that_never_answers_is_given_up_quickly_and_said_so(tmp_path, m
     err = capsys.readouterr().err
     assert ("downloading 'tinyshakespeare/input.txt' from https://" in err
             and "after 15 s without an answer" in err)
+
+
+MULTI30K_FILES = [f"multi30k/{split}.{lang}.gz" for split in data.MULTI30K_SPLITS
+                  for lang in ("de", "en")]
+
+
+def test_every_missing_file_is_named_at_once(tmp_path, monkeypatch):
+    """A reader supplying files by hand learns of all of them in one error (not six in turn), with
+    where each comes from and where it goes; after one failed download no other is tried."""
+    tried = []
+
+    def no_network(url, *args, **kwargs):
+        tried.append(url)
+        raise OSError("network is unreachable")
+    monkeypatch.setattr(data.urllib.request, "urlopen", no_network)
+    with pytest.raises(DataError) as e:
+        data.fetch_all(MULTI30K_FILES, data_dir=tmp_path)
+    msg = str(e.value)
+    assert msg.startswith(f"6 of the 6 dataset files needed are missing or unusable in {tmp_path}")
+    for name in MULTI30K_FILES:
+        assert f"'{name}' not found" in msg and f"{MANIFEST[name].url} -> {tmp_path / name}" in msg
+    assert "network is unreachable" in msg and ENV_VAR in msg and len(tried) == 1
+    # one pair for one split: the loader names both of its files
+    with pytest.raises(DataError, match=r"2 of the 2 .*'multi30k/val\.de\.gz' not found.*"
+                                        r"'multi30k/val\.en\.gz' not found"):
+        data.load_multi30k("val", data_dir=tmp_path, download=False)
+
+
+@needs_data
+def test_missing_and_corrupt_files_are_named_together(tmp_path):
+    (tmp_path / "multi30k").mkdir()
+    for name in MULTI30K_FILES[:3]:
+        shutil.copy(Path(SHARED, name), tmp_path / name)
+    (tmp_path / MULTI30K_FILES[1]).write_bytes(b"not gzip")
+    with pytest.raises(DataError) as e:
+        data.fetch_all(MULTI30K_FILES, data_dir=tmp_path, download=False)
+    msg = str(e.value)
+    assert msg.startswith("4 of the 6 dataset files")
+    assert f"'{MULTI30K_FILES[1]}' fails its SHA-256 check" in msg
+    assert all(f"'{n}' not found" in msg for n in MULTI30K_FILES[3:])
+    assert MULTI30K_FILES[0] not in msg and f"'{MULTI30K_FILES[2]}'" not in msg
+    # a single problem keeps fetch's own message
+    with pytest.raises(DataError, match="Dataset file 'multi30k/val.en.gz' not found"):
+        data.fetch_all(["multi30k/train.de.gz", "multi30k/val.en.gz"], data_dir=tmp_path,
+                       download=False)

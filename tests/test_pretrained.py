@@ -1,5 +1,7 @@
 """Appendix A2, "A trained translator": save_translator / load_translator and the shipped file."""
+import hashlib
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -76,12 +78,31 @@ def test_bad_files_are_clear_errors(tiny, tmp_path):
         save_translator(tmp_path / "x.pt", torch.nn.Linear(2, 2), tiny[1])
 
 
-def test_the_manifest_points_into_the_books_repository():
+def _translator_commit() -> str:
     url = re.search(r"url:\s*(\S+)",
                     (REPO / "book" / "_config.yml").read_text().split("repository:")[1]).group(1)
     owner_repo = url.rstrip("/").split("github.com/")[1]
-    assert (MANIFEST[TRANSLATOR_NAME].url
-            == f"https://raw.githubusercontent.com/{owner_repo}/main/{TRANSLATOR_NAME}")
+    m = re.fullmatch(rf"https://raw\.githubusercontent\.com/{owner_repo}/([0-9a-f]{{40}})/"
+                     rf"{TRANSLATOR_NAME}", MANIFEST[TRANSLATOR_NAME].url)
+    assert m, f"not the book's repository at a commit: {MANIFEST[TRANSLATOR_NAME].url}"
+    return m[1]
+
+
+def test_every_download_address_is_pinned_to_a_commit():
+    """A branch moves on and the file it serves changes (its checksum then fails); a commit does
+    not. Every address of the manifest names a commit, the translator's in the book's
+    repository."""
+    assert [e.url for e in MANIFEST.values() if not re.search(r"/[0-9a-f]{40}/", e.url)] == []
+    _translator_commit()
+
+
+def test_the_pinned_commit_holds_the_translator_of_the_manifest():
+    commit = _translator_commit()
+    git = subprocess.run(["git", "-C", str(REPO), "cat-file", "blob",
+                          f"{commit}:{TRANSLATOR_NAME}"], capture_output=True)
+    if git.returncode:
+        pytest.skip(f"commit {commit} is not in this clone (a shallow one?)")
+    assert hashlib.sha256(git.stdout).hexdigest() == MANIFEST[TRANSLATOR_NAME].sha256
 
 
 def test_the_shipped_translator_matches_its_checksum_and_loads():

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from transformer_lib import data
+from transformer_lib.engineering import FIELD_TYPES
 from transformer_lib.optimization import read_checkpoint
 from transformer_lib.recipe import (
     PRESETS,
@@ -248,7 +249,9 @@ def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
     empty.mkdir()
     monkeypatch.setenv(data.ENV_VAR, str(empty))
     assert main(tiny_flags(tmp_path / "run2")) == 2
-    assert "multi30k/train.de.gz' not found" in capsys.readouterr().err
+    err = capsys.readouterr().err                  # every file the run needs, named at once
+    assert all(f"'multi30k/{split}.{lang}.gz' not found" in err for lang in ("de", "en")
+               for split in ("train", "val", "test_2016_flickr")), err
     broken = tmp_path / "broken"
     shutil.copytree(Path(DATA) / "multi30k", broken / "multi30k")
     (broken / "multi30k" / "val.en.gz").chmod(0o644)
@@ -257,6 +260,42 @@ def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
     assert main(tiny_flags(tmp_path / "run3")) == 2
     assert "val.en.gz has SHA-256" in capsys.readouterr().err
     assert not (tmp_path / "run2").exists() and not (tmp_path / "run3").exists()
+
+
+@needs_data
+@pytest.mark.parametrize("limit", [dict(max_steps=4), dict(max_steps=0, epochs=1),
+                                   dict(max_steps=0, epochs=0, time_budget_s=0.5)])
+def test_resuming_a_finished_run_says_so_and_changes_nothing(tmp_path, capsys, limit):
+    """--resume on a run that reached its update, epoch or time limit: one line that says it is
+    finished and how to train on; no update, no file touched. A raised limit trains on."""
+    out = tmp_path / "run"
+    assert main(tiny_flags(out, **limit)) == 0
+    steps = json.loads((out / "results.json").read_text())["steps"]
+    before = files_of(out)
+    capsys.readouterr()
+    assert main(tiny_flags(out, **limit) + ["--resume"]) == 2
+    line = _one_error_line(capsys)
+    assert re.search(r"is finished .* its results are in .*results\.json", line), line
+    assert "--max-steps" in line and "--epochs" in line and "--time-budget-s" in line
+    assert files_of(out) == before
+    trained = json.loads((out / "results.json").read_text())["training_seconds"]
+    raised = {k: v * 2 if k != "time_budget_s" else trained + 0.5 for k, v in limit.items() if v}
+    assert main(tiny_flags(out, **{**limit, **raised}) + ["--resume"]) == 0
+    assert json.loads((out / "results.json").read_text())["steps"] > steps
+
+
+@needs_data
+def test_a_finished_run_without_its_record_writes_it_without_training(tmp_path, capsys):
+    """A run stopped during its final evaluation (checkpoint at the limit, no record): --resume
+    evaluates and writes the record, and makes no update."""
+    out = tmp_path / "run"
+    assert main(tiny_flags(out, max_steps=0, epochs=0, time_budget_s=0.5)) == 0
+    first = json.loads((out / "results.json").read_text())
+    (out / "results.json").unlink()
+    assert main(tiny_flags(out, max_steps=0, epochs=0, time_budget_s=0.5) + ["--resume"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["steps"] == first["steps"] and again["val"] == first["val"]
+    assert again["test_2016_flickr"]["bleu_greedy"] == first["test_2016_flickr"]["bleu_greedy"]
 
 
 @needs_data
@@ -286,10 +325,67 @@ def test_two_process_ddp_gloo(tmp_path):
 
 
 def test_presets_are_valid_and_gpu_is_the_default():
+    """`python -m transformer_lib.train` with no flags runs the recipe that --help calls the
+    default: the gpu recipe, five minutes of compiled training on fixed shapes with no epoch cap
+    (the gpu preset changes nothing)."""
     for name in PRESETS:
         preset(name)
-    assert dataclasses.replace(preset("gpu"), compile=False, fixed_shapes=False,
-                               time_budget_s=0.0) == Recipe()
+    assert PRESETS["gpu"] == {} and preset("gpu") == Recipe() == parse_args([])[0]
+    r = Recipe()
+    assert (r.compile, r.fixed_shapes, r.time_budget_s, r.epochs, r.max_steps) == (True, True,
+                                                                                   300.0, 0, 0)
+    # the CPU presets train as they did before the defaults became the gpu recipe's
+    tiny, cpu = preset("cpu-tiny"), preset("cpu-30min")
+    assert (tiny.compile, tiny.fixed_shapes, tiny.epochs, tiny.time_budget_s) == (False, False, 20,
+                                                                                  30.0)
+    assert (cpu.compile, cpu.fixed_shapes, cpu.epochs, cpu.time_budget_s) == (False, False, 100,
+                                                                              1797.0)
+
+
+def _long_run_check(monkeypatch, capsys, seconds_per_update, limit, **changes):
+    """Feeds `warn_if_long_run` updates 1 ... limit with a fake clock; returns what it printed
+    (stderr) and how many updates the wrapped callback saw."""
+    from types import SimpleNamespace
+
+    from transformer_lib.run_length import warn_if_long_run
+    now, seen = [0.0], []
+    s = SimpleNamespace(recipe=dataclasses.replace(preset("cpu-tiny"),
+                                                   **{"time_budget_s": 0.0, **changes}),
+                        is_main=True, step=0, clock=lambda: now[0], device=torch.device("cpu"))
+    callback = warn_if_long_run(s, limit, seen.append)
+    for step in range(1, limit + 1):
+        now[0] += seconds_per_update
+        callback(step)
+    assert seen == list(range(1, limit + 1))
+    return capsys.readouterr().err
+
+
+def test_a_run_estimated_to_take_hours_says_so_once(monkeypatch, capsys):
+    err = _long_run_check(monkeypatch, capsys, seconds_per_update=2.0, limit=10_000)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: ") and "--preset cpu-30min" in lines[0]
+    assert "about 5.5 h" in lines[0] and "10,000 updates" in lines[0]       # 9,988 updates x 2 s
+    assert _long_run_check(monkeypatch, capsys, seconds_per_update=1.0, limit=10_000) == ""  # 2.8 h
+    # a time budget bounds the run: no estimate
+    assert _long_run_check(monkeypatch, capsys, seconds_per_update=2.0, limit=10_000,
+                           time_budget_s=600.0) == ""
+
+
+@needs_data
+def test_the_long_run_warning_from_the_command_line(tmp_path, capsys, monkeypatch):
+    """A real run with a fake clock (an hour per reading): one warning line; training goes on."""
+    import itertools
+
+    import transformer_lib.train as train_module
+    from transformer_lib.engineering import TrainingClock
+    hours = itertools.count(step=3600.0)
+    monkeypatch.setattr(train_module, "TrainingClock",
+                        lambda device, start_s=0.0: TrainingClock(device, start_s,
+                                                                  timer=lambda: next(hours)))
+    assert main(tiny_flags(tmp_path / "run", max_steps=28, checkpoint_every=1000)) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert len(err) == 1 and "--preset cpu-30min" in err[0], err
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["steps"] == 28
 
 
 def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
@@ -380,11 +476,54 @@ def test_help_lists_every_flag_with_its_comment_and_default():
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert r.returncode == 0, r.stderr
     text = " ".join(r.stdout.split())                  # argparse wraps lines
-    assert "--d-model INT width of every sub-layer (default: 512)" in text
+    assert ("--d-model INT width of every sub-layer (features per position) (default: 512)"
+            in text)
+    assert "--max-steps INT updates (optimiser steps) to train (0 = no limit) (default: 0)" in text
+    assert "--out-dir STR directory of the run's checkpoint" in text
     assert "--amp, --no-amp" in text and "(default: True)" in text
     for f in dataclasses.fields(Recipe):
         assert ("--" + f.name.replace("_", "-") in text
                 and f"(default: {getattr(Recipe(), f.name)!r})" in text)
+
+
+ZERO_IS_A_VALUE = {"seed"}              # 0 is a seed like any other, not a setting that turns off
+UNITS = {"time_budget_s": "seconds", "max_steps": "updates", "warmup_steps": "updates",
+         "checkpoint_every": "updates", "log_every": "updates", "eval_every": "epochs",
+         "epochs": "passes over the training data", "batch_tokens": "positions",
+         "train_pairs": "pairs", "eval_sentences": "sentences", "test_sentences": "sentences",
+         "average_last": "epoch snapshots", "vocab_size": "tokens"}
+
+
+def test_every_flag_says_what_it_does_its_unit_and_what_0_means():
+    """No help line that only repeats its flag (`--out-dir STR out dir`): every field has a comment;
+    a count or a duration names its unit; where 0 is allowed, the comment says what 0 means."""
+    from transformer_lib.engineering import field_comments
+    comments = field_comments(Recipe)
+    names = [f.name for f in dataclasses.fields(Recipe)]
+    assert [n for n in names if n not in comments] == []
+    limits = dict(epochs=1, time_budget_s=1.0, max_steps=1)        # so that each may be 0 alone
+    zero_ok = []
+    for f in dataclasses.fields(Recipe):
+        if FIELD_TYPES[f.type] in (int, float):
+            try:
+                recipe_from_dict({**limits, f.name: 0})
+            except RecipeError:
+                continue
+            zero_ok.append(f.name)
+    assert {"epochs", "time_budget_s", "max_steps", "clip_grad_norm", "seed"} <= set(zero_ok)
+    unsaid = [n for n in zero_ok if n not in ZERO_IS_A_VALUE and "0 =" not in comments[n]]
+    assert unsaid == [], f"comments that do not say what 0 means: {unsaid}"
+    missing_units = {n: u for n, u in UNITS.items() if u not in comments[n]}
+    assert missing_units == {}, missing_units
+
+
+def test_the_amp_help_names_what_each_device_trains_in():
+    """bf16 on GPUs of compute capability 8.0+ and on CPUs with bf16 instructions, float16 with a
+    scaler on older GPUs, and float32 on a CPU without bf16 (where amp_settings gives no dtype)."""
+    from transformer_lib.engineering import field_comments
+    amp = field_comments(Recipe)["amp"]
+    assert all(word in amp for word in ("bf16", "8.0", "float16", "float32")), amp
+    assert "else float16" not in amp
 
 
 def test_every_field_comment_fits_on_its_line():
@@ -494,6 +633,9 @@ def test_preset_note_says_what_cpu_tiny_is_for():
     note = preset_note(dataclasses.replace(preset("cpu-tiny"), out_dir="elsewhere", progress=False))
     assert ("smoke test of the pipeline" in note and "cpu-30min" in note
             and "load_translator" in note)
+    # printed right below the run's scores, it must not contradict them: thirty seconds of cpu-tiny
+    # score about 10 BLEU on its 100 test sentences, not "near zero"
+    assert not re.search(r"near zero|close to zero|BLEU is (about |almost )?0", note), note
     assert preset_note(preset("cpu-30min")) is None and preset_note(recipe_from_dict(TINY)) is None
 
 

@@ -18,15 +18,16 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
 from .model import Transformer, TransformerConfig
 
 # %% auto #0
-__all__ = ['ENV_VAR', 'MANIFEST', 'DOWNLOAD_TIMEOUT_S', 'MULTI30K_SPLITS', 'TRANSLATOR_NAME', 'TRANSLATOR_FORMAT', 'DataError',
-           'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch', 'load_multi30k', 'load_tiny_shakespeare',
-           'load_tatoeba_fra_eng', 'save_translator', 'load_translator']
+__all__ = ['ENV_VAR', 'MANIFEST', 'DOWNLOAD_TIMEOUT_S', 'MULTI30K_SPLITS', 'MULTI30K_FILES', 'TRANSLATOR_NAME',
+           'TRANSLATOR_FORMAT', 'DataError', 'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch', 'fetch_all',
+           'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng', 'save_translator', 'load_translator']
 
 # %% ../notebooks/A2_data.ipynb #777e445e
 ENV_VAR = "TRANSFORMER_LIB_DATA"
@@ -70,11 +71,12 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
              "https://raw.githubusercontent.com/karpathy/char-rnn/"
              "6f9487a6fe5b420b7ca9afb0d7c078e37c1d1b4e/data/tinyshakespeare/input.txt"),
     # The translator trained in chapter 18 (appendix section "A trained translator"), from the
-    # book's repository.
+    # book's repository at the commit that added this file (a commit, like every address here: a
+    # branch moves on).
     DataFile("pretrained/multi30k-de-en-cpu.pt",
              "5d6b043bcd13b84f58d93bbe515055bca85fb8c5288067563da2fd4ebb79e5e3",
-             "https://raw.githubusercontent.com/attention-derived/attention-derived/main/"
-             "pretrained/multi30k-de-en-cpu.pt"),
+             "https://raw.githubusercontent.com/attention-derived/attention-derived/"
+             "97a8707caa186a33459daec166e304dcaf498950/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
              "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/"
@@ -185,8 +187,40 @@ def fetch(name: str, data_dir: str | os.PathLike | None = None, download: bool =
                         + _how_to_provide(entry, root))
     return path
 
+
+def fetch_all(names: Sequence[str], data_dir: str | os.PathLike | None = None,
+              download: bool = True) -> list[Path]:
+    """`fetch` for each of `names`; the paths, in order. One `DataError` names every file that is
+    missing or fails its checksum, with where each comes from and where it goes, instead of one
+    error per file in turn. After a failed download the others are looked for, not downloaded."""
+    root, paths, failed, why = resolve_data_dir(data_dir), [], [], None
+    for name in names:
+        try:
+            paths.append(fetch(name, data_dir, download and why is None))
+        except DataError as e:
+            failed.append((name, e))
+            if download and why is None and not (root / name).exists():    # a download failed
+                why = (f"downloading '{name}' failed ({_why(e.__cause__ or e)}), so no other "
+                       "download was tried")
+    if len(failed) == 1:
+        raise failed[0][1]
+    if failed:
+        problems = [f"'{name}' " + ("fails its SHA-256 check (corrupt or another version: delete "
+                                    "it)" if (root / name).exists() else "not found")
+                    for name, _ in failed]
+        sources = [f"{MANIFEST[name].url} -> {root / name}" for name, _ in failed
+                   if name in MANIFEST]
+        raise DataError(f"{len(failed)} of the {len(names)} dataset files needed are missing or "
+                        f"unusable in {root}: {'; '.join(problems)}"
+                        + (f" ({why})" if why else "") + ". Download each from its address and "
+                        f"save it as named: {', '.join(sources)}; or point {ENV_VAR} (or the "
+                        "data_dir argument) at a directory that holds them.")
+    return paths
+
 # %% ../notebooks/A2_data.ipynb #05112781
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
+MULTI30K_FILES = tuple(f"multi30k/{split}.{lang}.gz" for split in MULTI30K_SPLITS
+                       for lang in ("de", "en"))
 
 
 def _read_gz_lines(path: Path) -> list[str]:
@@ -199,8 +233,9 @@ def load_multi30k(split: str = "train", data_dir: str | os.PathLike | None = Non
     """Multi30k task 1 sentence pairs `(german, english)` for `split` in `MULTI30K_SPLITS`."""
     if split not in MULTI30K_SPLITS:
         raise ValueError(f"split must be one of {MULTI30K_SPLITS}, got {split!r}")
-    de = _read_gz_lines(fetch(f"multi30k/{split}.de.gz", data_dir, download))
-    en = _read_gz_lines(fetch(f"multi30k/{split}.en.gz", data_dir, download))
+    de, en = (_read_gz_lines(path) for path in fetch_all([f"multi30k/{split}.de.gz",
+                                                          f"multi30k/{split}.en.gz"],
+                                                         data_dir, download))
     if len(de) != len(en):
         raise DataError(f"Multi30k {split}: {len(de)} German lines but {len(en)} English lines")
     return list(zip(de, en))

@@ -37,7 +37,7 @@ from transformer_lib.optimization import (
     warmup_lr,
 )
 
-from .data import load_multi30k
+from .data import MULTI30K_FILES, MULTI30K_SPLITS, fetch_all, load_multi30k
 from .text import SubwordTokenizer
 
 # %% auto #0
@@ -52,71 +52,73 @@ class Recipe:
     """Everything that defines a Multi30k de→en run. Every field is also a command-line flag
     (`d_model` → `--d-model`) and a key of a JSON/TOML config file. Defaults = the `gpu` recipe."""
     # --- model (TransformerConfig) ---
-    d_model: int = 512            # width of every sub-layer
-    n_heads: int = 8              # attention heads (d_model must be divisible)
+    d_model: int = 512            # width of every sub-layer (features per position)
+    n_heads: int = 8              # attention heads (d_model must be divisible by it)
     n_layers: int = 3             # encoder layers = decoder layers (the paper: 6)
-    d_ff: int = 2048              # hidden width of the feed-forward sub-layer
-    dropout: float = 0.3          # dropout on sub-layer outputs and embeddings (the paper: 0.1)
-    attn_dropout: float = 0.3     # dropout on attention weights (not in the paper)
-    ffn_dropout: float = 0.3      # dropout inside the feed-forward sub-layer (likewise)
+    d_ff: int = 2048              # hidden width of the feed-forward sub-layer (features)
+    dropout: float = 0.3  # dropout rate of sub-layer outputs and embeddings (0 = off; paper: 0.1)
+    attn_dropout: float = 0.3     # dropout rate of attention weights (0 = off; not in the paper)
+    ffn_dropout: float = 0.3  # dropout rate inside the feed-forward sub-layer (0 = off; likewise)
     norm_first: bool = False      # pre-LN instead of the paper's post-LN
     positional: str = "sinusoidal"  # "sinusoidal" (the paper) or "learned" (Table 3, row E)
     # --- data and vocabulary ---
-    vocab_size: int = 8000        # joint BPE ids, trained on the training split only
-    train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000)
+    vocab_size: int = 8000  # tokens in the joint BPE vocabulary, trained on the training split only
+    train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000 pairs)
     batch_tokens: int = 12288     # padded positions per side per batch, per process
-    bucket: int = 8               # round sequence lengths up to a multiple of this
-    fixed_shapes: bool = False    # also pad the batch axis: one tensor shape per length bucket
+    bucket: int = 8  # round sequence lengths up to a multiple of this (positions; 1 = no rounding)
+    fixed_shapes: bool = True     # also pad the batch axis: one tensor shape per length bucket
     # --- optimisation ---
-    peak_lr: float = 1e-3    # learning rate at the end of warm-up (the schedule of eq. 3, rescaled)
-    warmup_steps: int = 400
+    peak_lr: float = 1e-3  # learning rate at the end of warm-up (the schedule of eq. 3, rescaled)
+    warmup_steps: int = 400       # updates of warm-up from 0 to peak_lr
     schedule: str = "noam"        # "noam" (eq. 3, rescaled) or "budget" (warm-up, hold, decay)
-    decay_start: float = 0.6      # "budget": fraction of the time/step budget where decay starts
-    label_smoothing: float = 0.1
-    clip_grad_norm: float = 0.0   # 0 = no clipping (the paper does not clip)
+    decay_start: float = 0.6  # "budget": decay from this fraction of the budget on (0 = at once)
+    label_smoothing: float = 0.1  # probability moved from the target to all tokens (0 = one-hot)
+    clip_grad_norm: float = 0.0   # clip the gradient norm to this (0 = no clipping, as the paper)
     # --- duration: training stops at whichever limit comes first (0 = no limit) ---
-    epochs: int = 100
-    time_budget_s: float = 0.0    # training seconds, compilation included, evaluation excluded
-    max_steps: int = 0
+    epochs: int = 0               # passes over the training data (0 = no epoch limit)
+    time_budget_s: float = 300.0  # seconds of training, compiling in, evaluating out (0 = no limit)
+    max_steps: int = 0            # updates (optimiser steps) to train (0 = no limit)
     # --- checkpoints ---
     average_last: int = 5         # average the weights of the last N epoch snapshots (1 = off)
-    checkpoint_every: int = 2000  # steps between resumable checkpoints (and one at the end)
+    checkpoint_every: int = 2000  # updates between resumable checkpoints (and one at the end)
     # --- evaluation ---
     eval_every: int = 10          # epochs between validation evaluations (0 = only at the end)
-    eval_sentences: int = 0       # validation sentences used for loss and BLEU (0 = all 1,014)
+    eval_sentences: int = 0  # validation sentences used for loss and BLEU (0 = all 1,014 sentences)
     eval_beam: bool = True        # also beam-search BLEU during training (else greedy only)
-    test_sentences: int = 0       # test sentences translated at the end (0 = all 1,000)
-    beam_size: int = 4
-    length_penalty: float = 0.6   # alpha of the GNMT length penalty
+    test_sentences: int = 0       # test sentences translated at the end (0 = all 1,000 sentences)
+    beam_size: int = 4            # hypotheses that beam search keeps (1 = greedy decoding)
+    length_penalty: float = 0.6   # alpha of the GNMT length penalty (0 = no length normalisation)
     # --- system ---
-    seed: int = 0
-    device: str = "auto"          # "auto", "cpu", "cuda", "cuda:1"
-    amp: bool = True              # mixed precision: bf16 (8.0+ GPUs, bf16 CPUs), else float16
-    compile: bool = False         # torch.compile the model (skipped on GPUs below 8.0)
-    out_dir: str = "runs/multi30k"
+    seed: int = 0                 # seed of the initial weights, dropout and batch order
+    device: str = "auto"          # "auto" (a GPU where there is one), "cpu", "cuda", "cuda:1"
+    amp: bool = True  # autocast: bf16 on 8.0+ GPUs, bf16 CPUs; float16 on older GPUs; else float32
+    compile: bool = True          # torch.compile the model (skipped on GPUs below 8.0)
+    out_dir: str = "runs/multi30k"  # directory of the run's checkpoint, tokenizer, weights and logs
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
-    log_every: int = 10           # steps between log records (loss, learning rate, tokens/s)
+    log_every: int = 10           # updates between log records (loss, learning rate, tokens/s)
 
 
-# Changes to the defaults. "gpu" is a larger recipe for readers with a GPU. "cpu-tiny" is the
-# half-minute run chapter 18 executes. "cpu-30min" is the CPU recipe of chapter 18; its run is
-# results/multi30k-cpu-30min.json and its weights are pretrained/multi30k-de-en-cpu.pt.
+# Changes to the defaults, which are the "gpu" recipe. "cpu-tiny" is the half-minute run chapter 18
+# executes. "cpu-30min" is its CPU recipe (its 100 epochs never bind within its time budget); its
+# run is results/multi30k-cpu-30min.json and its weights are pretrained/multi30k-de-en-cpu.pt.
 PRESETS: dict[str, dict] = {
-    "gpu": dict(compile=True, fixed_shapes=True, time_budget_s=300.0),
+    "gpu": dict(),
     "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2,
                     ffn_dropout=0.2, peak_lr=2e-3, warmup_steps=300,
                     compile=False, fixed_shapes=True, time_budget_s=30.0, eval_every=0),
     "cpu-tiny": dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1, attn_dropout=0.0,
                      ffn_dropout=0.0, vocab_size=1000, batch_tokens=2000, peak_lr=3e-3,
                      warmup_steps=50, time_budget_s=30.0, epochs=20, average_last=1,
+                     compile=False, fixed_shapes=False,
                      checkpoint_every=500, eval_every=0, eval_sentences=100, test_sentences=100,
                      log_every=5, device="cpu", amp=False, out_dir="runs/cpu-tiny"),
     "cpu-30min": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1, attn_dropout=0.1,
                       ffn_dropout=0.1, norm_first=True, batch_tokens=1024, bucket=1, peak_lr=2e-3,
                       warmup_steps=100, schedule="budget", decay_start=0.5, average_last=1,
-                      time_budget_s=1797.0, length_penalty=1.2, eval_every=0, device="cpu",
-                      amp=True, out_dir="runs/cpu-30min"),
+                      time_budget_s=1797.0, epochs=100, length_penalty=1.2, eval_every=0,
+                      device="cpu", amp=True, compile=False, fixed_shapes=False,
+                      out_dir="runs/cpu-30min"),
 }
 
 # Fields that only say how long to train, how to evaluate and where things go: a run may resume
@@ -347,8 +349,8 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
     elif ckpt_path.exists():             # (a tokenizer alone is a start that never trained: redone)
         raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose "
                           "another --out-dir")
-    # DataError
-    text = {split: load_multi30k(split) for split in ("train", "val", "test_2016_flickr")}
+    fetch_all(MULTI30K_FILES)            # DataError naming every missing or corrupt file at once
+    text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
     if recipe.train_pairs:
         text["train"] = text["train"][:recipe.train_pairs]
     return ckpt, text
@@ -358,9 +360,9 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
 PRESET_NOTES = {
     "cpu-tiny": "cpu-tiny is a smoke test of the pipeline: data, tokenizer, model, schedule, "
                 "checkpoints, decoding and BLEU run together in a minute or two. It is not a "
-                "translator, and its BLEU is near zero. For a translator, train --preset cpu-30min "
-                "(thirty minutes on a CPU) or load the book's trained weights with "
-                "transformer_lib.load_translator().",
+                "translator: at best it gets short, common phrases right. For a translator, train "
+                "--preset cpu-30min (thirty minutes on a CPU) or load the book's trained weights "
+                "with transformer_lib.load_translator().",
 }
 
 

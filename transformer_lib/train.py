@@ -81,6 +81,7 @@ from .data import DataError
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
+from .run_length import stop_step, warn_if_long_run
 
 # %% auto #0
 __all__ = ['MAX_LEN', 'model_config', 'build_model', 'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare',
@@ -358,15 +359,14 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
 def fit(s: RunResult) -> RunResult:
     """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
-    limit_steps = min(r.max_steps or math.inf, r.epochs * s.steps_per_epoch or math.inf)
+    limit_steps = stop_step(s)          # RecipeError: a finished run, resumed (appendix A6)
     try:
         train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
               max_steps=None if math.isinf(limit_steps) else int(limit_steps),
               time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
-              device=s.device, amp=s.amp_dtype, log_every=r.log_every, progress=s.is_main
-              and r.progress,
-              callback=partial(after_step, s, limit_steps), clock=s.clock, prefetch=prefetch,
-              history=s.history)
+              device=s.device, amp=s.amp_dtype, log_every=r.log_every, clock=s.clock,
+              progress=s.is_main and r.progress, prefetch=prefetch, history=s.history,
+              callback=warn_if_long_run(s, limit_steps, partial(after_step, s, limit_steps)))
     except FloatingPointError as e:               # the loss became NaN: name the recipe's remedies
         if str(e).startswith("training diverged"):
             raise
