@@ -197,8 +197,12 @@ def combine(paths: list[str]) -> dict:
     "One record from several (e.g. two processes that shared a GPU): their runs, and the verdict."
     records = [json.loads(Path(p).read_text()) for p in paths]
     first = records[0]
+
+    def setting(r):              # the recipe, less where each process kept its temporary files
+        return ({k: v for k, v in r["recipe"].items() if k not in ("out_dir", "progress")},
+                r["precision"])
     for p, r in zip(paths[1:], records[1:]):
-        if r["recipe"] != first["recipe"] or r["precision"] != first["precision"]:
+        if setting(r) != setting(first):
             raise SystemExit(f"{p} was run with another recipe or precision than {paths[0]}")
     runs = [x for r in records for x in r["runs"]]
     return {**first, "combined_from": paths, "sequential": False, "runs": runs,
