@@ -347,7 +347,7 @@ def _long_run_check(monkeypatch, capsys, seconds_per_update, limit, **changes):
     (stderr) and how many updates the wrapped callback saw."""
     from types import SimpleNamespace
 
-    from transformer_lib.recipe import warn_if_long_run
+    from transformer_lib.run_length import warn_if_long_run
     now, seen = [0.0], []
     s = SimpleNamespace(recipe=dataclasses.replace(preset("cpu-tiny"),
                                                    **{"time_budget_s": 0.0, **changes}),

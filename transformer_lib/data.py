@@ -25,9 +25,9 @@ import torch
 from .model import Transformer, TransformerConfig
 
 # %% auto #0
-__all__ = ['ENV_VAR', 'MANIFEST', 'DOWNLOAD_TIMEOUT_S', 'MULTI30K_SPLITS', 'TRANSLATOR_NAME', 'TRANSLATOR_FORMAT', 'DataError',
-           'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch', 'fetch_all', 'load_multi30k', 'load_tiny_shakespeare',
-           'load_tatoeba_fra_eng', 'save_translator', 'load_translator']
+__all__ = ['ENV_VAR', 'MANIFEST', 'DOWNLOAD_TIMEOUT_S', 'MULTI30K_SPLITS', 'MULTI30K_FILES', 'TRANSLATOR_NAME',
+           'TRANSLATOR_FORMAT', 'DataError', 'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch', 'fetch_all',
+           'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng', 'save_translator', 'load_translator']
 
 # %% ../notebooks/A2_data.ipynb #777e445e
 ENV_VAR = "TRANSFORMER_LIB_DATA"
@@ -209,6 +209,8 @@ def fetch_all(names: Sequence[str], data_dir: str | os.PathLike | None = None,
 
 # %% ../notebooks/A2_data.ipynb #05112781
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
+MULTI30K_FILES = tuple(f"multi30k/{split}.{lang}.gz" for split in MULTI30K_SPLITS
+                       for lang in ("de", "en"))
 
 
 def _read_gz_lines(path: Path) -> list[str]:

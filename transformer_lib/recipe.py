@@ -13,11 +13,10 @@ import math
 import os
 import re
 import statistics
-import sys
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
@@ -38,15 +37,14 @@ from transformer_lib.optimization import (
     warmup_lr,
 )
 
-from .data import MULTI30K_SPLITS, fetch_all, load_multi30k
+from .data import MULTI30K_FILES, MULTI30K_SPLITS, fetch_all, load_multi30k
 from .text import SubwordTokenizer
 
 # %% auto #0
-__all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'Recipe', 'resume_keys',
-           'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe', 'parse_args',
-           'check_resume', 'results_path', 'check_output_paths', 'read_inputs', 'preset_note', 'budget_progress',
-           'step_limit', 'finished', 'make_schedule', 'results_record', 'diverged', 'check_weights', 'report_files',
-           'warn_if_long_run']
+__all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict',
+           'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume', 'results_path',
+           'check_output_paths', 'read_inputs', 'preset_note', 'budget_progress', 'make_schedule', 'results_record',
+           'diverged', 'check_weights', 'report_files']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
@@ -101,10 +99,9 @@ class Recipe:
     log_every: int = 10           # updates between log records (loss, learning rate, tokens/s)
 
 
-# Changes to the defaults. "gpu" is the defaults themselves, a larger recipe for readers with a
-# GPU. "cpu-tiny" is the half-minute run chapter 18 executes. "cpu-30min" is the CPU recipe of
-# chapter 18; its run is results/multi30k-cpu-30min.json and its weights are
-# pretrained/multi30k-de-en-cpu.pt (its epoch limit of 100 never binds within its time budget).
+# Changes to the defaults, which are the "gpu" recipe. "cpu-tiny" is the half-minute run chapter 18
+# executes. "cpu-30min" is its CPU recipe (its 100 epochs never bind within its time budget); its
+# run is results/multi30k-cpu-30min.json and its weights are pretrained/multi30k-de-en-cpu.pt.
 PRESETS: dict[str, dict] = {
     "gpu": dict(),
     "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2,
@@ -352,8 +349,7 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
     elif ckpt_path.exists():             # (a tokenizer alone is a start that never trained: redone)
         raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose "
                           "another --out-dir")
-    # DataError, naming every missing or corrupt file at once
-    fetch_all([f"multi30k/{split}.{lang}.gz" for split in MULTI30K_SPLITS for lang in ("de", "en")])
+    fetch_all(MULTI30K_FILES)            # DataError naming every missing or corrupt file at once
     text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
     if recipe.train_pairs:
         text["train"] = text["train"][:recipe.train_pairs]
@@ -364,10 +360,9 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
 PRESET_NOTES = {
     "cpu-tiny": "cpu-tiny is a smoke test of the pipeline: data, tokenizer, model, schedule, "
                 "checkpoints, decoding and BLEU run together in a minute or two. It is not a "
-                "translator: its translations get short, common phrases right at best, and a BLEU "
-                "measured on 100 sentences says little. For a translator, train --preset "
-                "cpu-30min (thirty minutes on a CPU) or load the book's trained weights with "
-                "transformer_lib.load_translator().",
+                "translator: at best it gets short, common phrases right. For a translator, train "
+                "--preset cpu-30min (thirty minutes on a CPU) or load the book's trained weights "
+                "with transformer_lib.load_translator().",
 }
 
 
@@ -388,23 +383,6 @@ def budget_progress(s: RunResult, updates: int) -> float:
     r = s.recipe
     used = s.clock() / r.time_budget_s if s.clock is not None and r.time_budget_s else 0.0
     return max(used, updates / r.max_steps if r.max_steps else 0.0)
-
-
-def step_limit(r: Recipe, steps_per_epoch: int) -> float:
-    "The update at which `max_steps` or `epochs` stops training (math.inf: neither is set)."
-    return min(r.max_steps or math.inf, r.epochs * steps_per_epoch or math.inf)
-
-
-def finished(s: RunResult) -> str | None:
-    """Why the run that `s` holds (restored from its checkpoint) has nothing left to train under its
-    recipe's limits, in words; None when it has."""
-    r = s.recipe
-    if s.step >= step_limit(r, s.steps_per_epoch):
-        return (f"it made its {s.step:,} updates (max_steps {r.max_steps}, epochs {r.epochs} of "
-                f"{s.steps_per_epoch:,} updates; 0 = no limit)")
-    if r.time_budget_s and s.train_seconds >= r.time_budget_s:
-        return f"it trained {s.train_seconds:.1f} s of its time_budget_s {r.time_budget_s:g}"
-    return None
 
 
 def make_schedule(s: RunResult) -> tuple[torch.optim.Optimizer,
@@ -472,32 +450,3 @@ def report_files(s: RunResult) -> None:
           f"{results_path(s.recipe).resolve()}")
     if preset_note(s.recipe):
         print(preset_note(s.recipe), flush=True)
-
-# %% ../notebooks/A5_recipe.ipynb #5e1a7c28
-LONG_RUN_S = 3 * 3600.0      # a run without a time budget estimated to train longer than this warns
-ESTIMATE_UPDATES = (5, 25)   # its speed: the seconds between these updates of the run
-
-
-def warn_if_long_run(s: RunResult, limit_steps: float,
-                     callback: Callable[[int], None]) -> Callable[[int], None]:
-    """`train`'s callback: `callback(step)`, then, in a run without a time budget, the run's own
-    estimate of its training time to `limit_steps` updates; past `LONG_RUN_S`, one warning line on
-    standard error (process 0 only) that names the bounded recipes."""
-    first, last = ESTIMATE_UPDATES
-    start, marks = s.step, {}
-
-    def after(step: int) -> None:
-        callback(step)
-        if s.recipe.time_budget_s or not s.is_main or math.isinf(limit_steps):
-            return
-        if step - start in (first, last):
-            marks[step - start] = s.clock()
-        if step - start == last:
-            per_update = (marks[last] - marks[first]) / (last - first)
-            left = per_update * (limit_steps - step)
-            if left > LONG_RUN_S:
-                print(f"warning: at {per_update:.3g} s per update this run needs about "
-                      f"{left / 3600:.1f} h more to reach its limit of {int(limit_steps):,} "
-                      "updates; --preset cpu-30min trains a translator in thirty minutes on a "
-                      "CPU, and --time-budget-s bounds any run", file=sys.stderr, flush=True)
-    return after

@@ -54,16 +54,13 @@ from transformer_lib.recipe import (
     check_output_paths,
     check_weights,
     diverged,
-    finished,
     make_schedule,
     parse_args,
     read_inputs,
     report_files,
     results_path,
     results_record,
-    step_limit,
     validate_recipe,
-    warn_if_long_run,
 )
 from transformer_lib.text import (
     SubwordTokenizer,
@@ -84,6 +81,7 @@ from .data import DataError
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
+from .run_length import stop_step, warn_if_long_run
 
 # %% auto #0
 __all__ = ['MAX_LEN', 'model_config', 'build_model', 'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare',
@@ -309,11 +307,6 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
         if s.steps_per_epoch == 0:
             raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of "
                               f"{world_size} processes")
-    done = finished(s) if ckpt is not None else None
-    if done and results_path(recipe).is_file():         # nothing to train, nothing to record
-        raise RecipeError(f"the run in {s.out_dir} is finished ({done}) and its results are in "
-                          f"{results_path(recipe)}; to train it further, resume with a higher "
-                          "--max-steps, --epochs or --time-budget-s")
     return s
 
 # %% ../notebooks/18_capstone.ipynb #8d2fa203
@@ -366,16 +359,14 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
 def fit(s: RunResult) -> RunResult:
     """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
-    # a finished run, resumed to write its missing record, makes no further update
-    limit_steps = s.step if finished(s) else step_limit(r, s.steps_per_epoch)
+    limit_steps = stop_step(s)          # RecipeError: a finished run, resumed (appendix A6)
     try:
         train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
               max_steps=None if math.isinf(limit_steps) else int(limit_steps),
               time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
-              device=s.device, amp=s.amp_dtype, log_every=r.log_every, progress=s.is_main
-              and r.progress,
-              callback=warn_if_long_run(s, limit_steps, partial(after_step, s, limit_steps)),
-              clock=s.clock, prefetch=prefetch, history=s.history)
+              device=s.device, amp=s.amp_dtype, log_every=r.log_every, clock=s.clock,
+              progress=s.is_main and r.progress, prefetch=prefetch, history=s.history,
+              callback=warn_if_long_run(s, limit_steps, partial(after_step, s, limit_steps)))
     except FloatingPointError as e:               # the loss became NaN: name the recipe's remedies
         if str(e).startswith("training diverged"):
             raise
