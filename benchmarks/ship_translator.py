@@ -8,7 +8,8 @@ translates all of test_2016_flickr and the validation split with the weights *as
 back into float32) and writes RECORD's sibling `*.shipped.json`: the file's SHA-256 and size, and
 greedy and beam BLEU of the stored weights next to those the run recorded. Chapter 18 recomputes
 the same scores from the file and checks them against this record. Set the manifest's SHA-256
-(notebooks/A2_data.ipynb) to the printed value.
+(notebooks/A2_data.ipynb) to the printed value, commit the file, then pin the manifest's address
+to that commit (tests/test_pretrained.py checks that the pinned commit holds the file).
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def setup_cell_source(url: str = REPO_URL, version: str = VERSION) -> str:
 # Set-up for a fresh Colab runtime: installs transformer_lib and what the notebooks use (torch is
 # already there and is left alone). Where all of it is installed, in this version, the cell does
 # nothing.
-import importlib, importlib.util, subprocess, sys
+import importlib, importlib.util, re, subprocess, sys
 URL, VERSION = "{url}", "{version}"
 missing = [m for m in ("transformer_lib", "tqdm", "tokenizers", "sacrebleu", "matplotlib")
            if importlib.util.find_spec(m) is None]
@@ -35,11 +35,11 @@ if missing:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--upgrade",
                           f"transformer-lib[colab] @ git+{{URL}}"], capture_output=True, text=True)
     if pip.returncode:
-        why = [s.strip() for s in pip.stderr.splitlines()
-               if s.strip().startswith(("fatal:", "ERROR:"))]
+        err = re.sub(r"\\x1b\\[[0-9;]*[A-Za-z]", "", pip.stderr)   # colour codes (FORCE_COLOR=1)
+        why = [s.strip() for s in err.splitlines() if s.strip().startswith(("fatal:", "ERROR:"))]
         raise RuntimeError(f"Could not install transformer_lib from {{URL}} "
                            "(is this runtime online?): "
-                           + " ".join(why or pip.stderr.strip().splitlines()[-1:]))
+                           + " ".join(why or err.strip().splitlines()[-1:]))
     importlib.invalidate_caches()
     print(f"Installed transformer_lib from {{URL}} (missing: {{', '.join(missing)}}).")'''
 

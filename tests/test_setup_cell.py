@@ -9,6 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from setup_cell import REPO_URL, setup_cell_source
 
 import transformer_lib
@@ -35,11 +36,11 @@ finally:
 """
 
 
-def run_cell(hidden=(), fake_pip=None, source=None, pythonpath=ROOT):
+def run_cell(hidden=(), fake_pip=None, source=None, pythonpath=ROOT, env=None):
     """Run the cell; returns (return code, what it printed, the pip commands it ran (faked),
     stderr)."""
     fake_pip = {"rc": 0, "stderr": ""} if fake_pip is None else fake_pip
-    env = {**os.environ, "PYTHONPATH": str(pythonpath), "PIP_NO_INDEX": "1"}
+    env = {**os.environ, "PYTHONPATH": str(pythonpath), "PIP_NO_INDEX": "1", **(env or {})}
     r = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(list(hidden)),
                         json.dumps(fake_pip or None),
                         # where notebooks run
@@ -92,17 +93,36 @@ def test_a_failed_install_is_one_clear_error():
                                             "to access 'x': Could not resolve host: github.com")
 
 
-def test_an_unreachable_repository_with_real_pip():
+def test_a_failed_install_in_colour_keeps_its_reason():
+    """Jupyter kernels set FORCE_COLOR=1, so pip's `ERROR:` lines and git's `fatal:` lines can start
+    with ANSI colour codes; the cell must still find them, and show them without the codes."""
+    red, bold, reset = "\x1b[31m", "\x1b[1m", "\x1b[0m"
+    stderr = (f"  {red}error{reset}: {bold}subprocess-exited-with-error{reset}\n"
+              f"      {red}fatal: unable to access 'x': Could not resolve host: github.com{reset}\n"
+              f"{red}ERROR: Failed to build installable wheels for some pyproject.toml based "
+              f"projects{reset}\n")
+    rc, printed, calls, err = run_cell(hidden=["tqdm"], fake_pip={"rc": 1, "stderr": stderr})
+    assert rc != 0 and calls == [PIP_CALL] and printed == []
+    assert err.strip().splitlines()[-1] == ("RuntimeError: Could not install transformer_lib from "
+                                            f"{REPO_URL} (is this runtime online?): fatal: unable "
+                                            "to access 'x': Could not resolve host: github.com "
+                                            "ERROR: Failed to build installable wheels for some "
+                                            "pyproject.toml based projects")
+
+
+@pytest.mark.parametrize("colour", [{}, {"FORCE_COLOR": "1"}])       # a Jupyter kernel's setting
+def test_an_unreachable_repository_with_real_pip(colour):
     # nothing listens on port 9 of this machine; PIP_NO_INDEX keeps pip off the package index as
     # well
     url = "https://127.0.0.1:9/attention-derived/attention-derived"
     rc, printed, _, err = run_cell(hidden=["tqdm"], fake_pip=False,
-                                   source=setup_cell_source(url=url))
+                                   source=setup_cell_source(url=url), env=colour)
     last = err.strip().splitlines()[-1]
     assert rc != 0 and printed == [] and "CalledProcessError" not in err
     assert (last.startswith(f"RuntimeError: Could not install transformer_lib from {url} (is this "
                             "runtime online?): "))
     assert "fatal:" in last or "ERROR:" in last, last
+    assert "\x1b" not in last
 
 
 def test_the_cell_checks_the_colab_extra():
