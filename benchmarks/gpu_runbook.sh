@@ -10,15 +10,20 @@
 # 2026-11-26: gpu-30s trained 30 s and ended after ~50 s; 20 epochs of the gpu recipe took 67-86 s of
 # training per model alone, evaluation ~15 s):
 #   gpu30s      python -m transformer_lib.train --preset gpu-30s        -> gpu-30s.json       70 s
-#   parity      benchmarks/parity.py --preset gpu, 20 epochs' worth of updates, ours and
+#   parity      benchmarks/parity.py --preset gpu, 1,000 updates (about 21 epochs), ours and
 #               nn.Transformer at once on the one GPU (a fixed number of updates, so sharing the GPU
-#               changes time, not results), greedy and beam-4 BLEU     -> gpu-parity.json   150 s
+#               changes time, not results), greedy and beam-4 BLEU     -> gpu-parity.json   170 s
 #   gpu         python -m transformer_lib.train --preset gpu (5 min)   -> gpu-5min.json     330 s
+#   seeds       benchmarks/parity.py at the cpu-30min recipe's shape (pre-LN, d 256, 3+3, 1,024-token
+#               batches), float32, 500 updates, seeds 0-4, ours and nn.Transformer: ten small
+#               processes at once on the one GPU, joined into one record with a verdict per seed and
+#               on the means                                      -> gpu-parity-cpu-30min-seeds.json
+#               (each process ~25 s alone; it runs in the time left, at least 60 s)            rest
 #   throughput  benchmarks/train_throughput.py, compiled vs compiled    -> gpu-throughput.json
 #               (compiling both models' shapes took ~225 s on the H200: it runs only in the time left,
 #               or alone in a second command: --steps throughput)                              280 s
-# 70 + 150 + 330 = 550 s > 540 s only if every step uses its whole limit; a step that hits its limit
-# is stopped and the next one runs. The records carry provenance (device, torch, commit, date);
+# 70 + 170 + 330 = 570 s > 540 s only if every step uses its whole limit; a step that hits its limit
+# is stopped and the next one runs (seeds then gets what is left, or is skipped). The records carry provenance (device, torch, commit, date);
 # commit them to results/ under the same names.
 #
 # --tiny: every step in a seconds-long CPU configuration, to check the script end to end without a
@@ -28,12 +33,12 @@
 set -uo pipefail
 PY=${PYTHON:-python3}
 tiny=0
-steps="gpu30s parity gpu throughput"
+steps="gpu30s parity gpu seeds throughput"
 while [ $# -gt 0 ]; do
   case $1 in
     --tiny) tiny=1; shift ;;
     --steps) steps=${2:?--steps needs a list, e.g. "gpu30s parity"}; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     -*) echo "unknown option $1 (see --help)"; exit 2 ;;
     *) break ;;
   esac
@@ -77,11 +82,13 @@ if [ "$tiny" = 1 ]; then
   gpu30s=(--preset gpu-30s "${quick[@]}")
   gpu5=(--preset gpu "${quick[@]}")
   parity=(--preset gpu "${small[@]}" --updates 8 --val-sentences 8 --beam 2)
+  seeds=(--preset cpu-30min "${small[@]}" --updates 4 --val-sentences 6); seed_list="0 1"
   throughput=(--tiny --device cpu)
 else
   gpu30s=(--preset gpu-30s)
   gpu5=(--preset gpu --eval-every 0)
-  parity=(--preset gpu --updates-in-epochs 20 --beam 4)
+  parity=(--preset gpu --updates 1000 --beam 4)
+  seeds=(--preset cpu-30min --device cuda --no-amp --updates 500); seed_list="0 1 2 3 4"
   throughput=(--steps 40 --rounds 3)
 fi
 
@@ -98,10 +105,26 @@ parity_both() {   # ours and nn.Transformer at once, one process each, then one 
 }
 # `timeout` runs a program, not a shell function: hand the function and its flags to a new bash.
 export PY runs out PARITY_FLAGS="${parity[*]}"
-step parity 150 bash -c "$(declare -f parity_both)"'; parity=($PARITY_FLAGS); parity_both'
+step parity 170 bash -c "$(declare -f parity_both)"'; parity=($PARITY_FLAGS); parity_both'
 
 step gpu 330 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
   --out-dir "$runs/gpu-5min" --results "$out/gpu-5min.json"
+
+seeds_all() {   # ours and nn.Transformer at every seed, one process each, all at once; one record
+  local files=() m sd
+  for sd in $SEED_LIST; do
+    for m in ours nn.Transformer; do
+      OMP_NUM_THREADS=1 "$PY" benchmarks/parity.py "${seeds[@]}" --seed "$sd" --models "$m" \
+        --json "$runs/seeds-$m-$sd.json" > "$runs/seeds-$m-$sd.log" 2>&1 &
+      files+=("$runs/seeds-$m-$sd.json")
+    done
+  done
+  wait
+  tail -n 3 "$runs"/seeds-*.log
+  "$PY" benchmarks/parity.py --combine "${files[@]}" --json "$out/gpu-parity-cpu-30min-seeds.json"
+}
+export SEEDS_FLAGS="${seeds[*]}" SEED_LIST="$seed_list"
+step seeds 600 bash -c "$(declare -f seeds_all)"'; seeds=($SEEDS_FLAGS); seeds_all'
 
 step throughput 280 "$PY" benchmarks/train_throughput.py "${throughput[@]}" \
   --json "$out/gpu-throughput.json"

@@ -118,7 +118,7 @@ def train_and_score(s, kind: str, amp_dtype, beam: int) -> dict:
             for k in ((1, beam) if beam > 1 else (1,))}
     losses = [h["loss"] for h in s.history]                      # log_every = 1: one per update
     tokens = sum(h["tokens"] for h in s.history)
-    return {"model": kind, "parameters": s.n_params, "steps": s.step,
+    return {"model": kind, "seed": s.recipe.seed, "parameters": s.n_params, "steps": s.step,
             "epochs": s.step / s.steps_per_epoch, "training_seconds": s.train_seconds,
             "target_tokens_per_s": tokens / s.train_seconds,
             "val_nll": val_nll, "bleu": {name: b["bleu"] for name, b in bleu.items()},
@@ -129,7 +129,20 @@ def train_and_score(s, kind: str, amp_dtype, beam: int) -> dict:
 
 def verdict(runs: list[dict]) -> dict | None:
     """Ours against nn.Transformer at equal updates: NLL within 1% (or lower), every BLEU within
-    0.5 (or higher). None unless both ran for the same number of updates."""
+    0.5 (or higher). None unless both ran for the same number of updates. Runs of several seeds
+    (records joined by --combine) are judged seed by seed ("per_seed") and on the means over seeds
+    of the NLL ratio and the BLEU gaps."""
+    seeds = sorted({x.get("seed", 0) for x in runs})
+    if len(seeds) > 1:
+        per = {str(sd): verdict([x for x in runs if x.get("seed", 0) == sd]) for sd in seeds}
+        if any(v is None for v in per.values()):
+            return None
+        ratio = statistics.fmean(v["val_nll_ratio"] for v in per.values())
+        gaps = {k: statistics.fmean(v["bleu_gap"][k] for v in per.values())
+                for k in next(iter(per.values()))["bleu_gap"]}
+        return {"updates": next(iter(per.values()))["updates"], "seeds": seeds,
+                "val_nll_ratio": ratio, "bleu_gap": gaps, "parity": _parity(ratio, gaps),
+                "criterion": _CRITERION + " (means over the seeds)", "per_seed": per}
     by = {x["model"]: x for x in runs}
     ours, ref = by.get("ours"), by.get("nn.Transformer")
     if ours is None or ref is None or ours["steps"] != ref["steps"]:
@@ -137,10 +150,15 @@ def verdict(runs: list[dict]) -> dict | None:
     nll_ratio = ours["val_nll"] / ref["val_nll"]
     bleu_gap = {k: ours["bleu"][k] - ref["bleu"][k] for k in ours["bleu"] if k in ref["bleu"]}
     return {"updates": ours["steps"], "val_nll_ratio": nll_ratio, "bleu_gap": bleu_gap,
-            "parity": nll_ratio <= 1 + NLL_TOLERANCE
-            and all(g >= -BLEU_TOLERANCE for g in bleu_gap.values()),
-            "criterion": f"val NLL <= {1 + NLL_TOLERANCE:g} x nn.Transformer's, BLEU >= "
-                         f"nn.Transformer's - {BLEU_TOLERANCE:g}"}
+            "parity": _parity(nll_ratio, bleu_gap), "criterion": _CRITERION}
+
+
+_CRITERION = (f"val NLL <= {1 + NLL_TOLERANCE:g} x nn.Transformer's, BLEU >= nn.Transformer's - "
+              f"{BLEU_TOLERANCE:g}")
+
+
+def _parity(nll_ratio: float, bleu_gap: dict) -> bool:
+    return nll_ratio <= 1 + NLL_TOLERANCE and all(g >= -BLEU_TOLERANCE for g in bleu_gap.values())
 
 
 def parse_args(argv=None):
@@ -174,16 +192,18 @@ def parse_args(argv=None):
 def report(record: dict) -> None:
     print(f"{record['device']}; torch {record['torch']}; commit {record['git_commit']}; "
           f"{record['precision']}; {record['val_sentences']} validation sentences")
-    print(f"{'model':20s} {'updates':>7s} {'epochs':>6s} {'tgt tok/s':>9s} {'last 100':>8s} "
-          f"{'val NLL':>7s} {'greedy':>6s} {'beam':>6s}")
+    print(f"{'model':20s} {'seed':>4s} {'updates':>7s} {'epochs':>6s} {'tgt tok/s':>9s} "
+          f"{'last 100':>8s} {'val NLL':>7s} {'greedy':>6s} {'beam':>6s}")
     for x in record["runs"]:
         beam = next((v for k, v in x["bleu"].items() if k.startswith("beam")), None)
-        print(f"{x['model']:20s} {x['steps']:7d} {x['epochs']:6.2f} "
+        print(f"{x['model']:20s} {x.get('seed', 0):4d} {x['steps']:7d} {x['epochs']:6.2f} "
               f"{x['target_tokens_per_s']:9,.0f} "
               f"{statistics.fmean(x['train_loss'][-WINDOW:]):8.3f} "
               f"{x['val_nll']:7.3f} {x['bleu']['greedy']:6.1f} "
               + (f"{beam:6.1f}" if beam is not None else f"{'-':>6s}"))
     v = record.get("verdict")
+    for seed, w in (v or {}).get("per_seed", {}).items():
+        print(f"seed {seed}: val NLL ratio {w['val_nll_ratio']:.4f}")
     if v:
         print(f"ours / nn.Transformer val NLL {v['val_nll_ratio']:.4f}, BLEU gap "
               + ", ".join(f"{k} {g:+.2f}" for k, g in v["bleu_gap"].items())
@@ -191,12 +211,13 @@ def report(record: dict) -> None:
 
 
 def combine(paths: list[str]) -> dict:
-    "One record from several (e.g. two processes that shared a GPU): their runs, and the verdict."
+    """One record from several (e.g. two processes that shared a GPU, or runs of other seeds): their
+    runs, and the verdict."""
     records = [json.loads(Path(p).read_text()) for p in paths]
     first = records[0]
 
-    def setting(r):              # the recipe, less where each process kept its temporary files
-        return ({k: v for k, v in r["recipe"].items() if k not in ("out_dir", "progress")},
+    def setting(r):     # the recipe, less where each process kept its files and the seed it drew
+        return ({k: v for k, v in r["recipe"].items() if k not in ("out_dir", "progress", "seed")},
                 r["precision"])
     for p, r in zip(paths[1:], records[1:]):
         if setting(r) != setting(first):

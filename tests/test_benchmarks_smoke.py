@@ -171,7 +171,8 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
                           timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TIMED OUT" not in proc.stdout and "SKIPPED" not in proc.stdout, proc.stdout[-3000:]
-    for name in ("gpu-30s", "gpu-parity", "gpu-5min", "gpu-throughput"):
+    for name in ("gpu-30s", "gpu-parity", "gpu-5min", "gpu-parity-cpu-30min-seeds",
+                 "gpu-throughput"):
         rec = json.loads((tmp_path / f"{name}.json").read_text())
         for key in ("device", "torch", "git_commit", "date"):
             assert key in rec, (name, key)
@@ -179,4 +180,12 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
     assert [x["model"] for x in parity["runs"]] == ["ours", "nn.Transformer"]
     assert parity["verdict"]["updates"] == 8 and set(parity["runs"][0]["bleu"]) == {"greedy",
                                                                                   "beam_2"}
+    seeds = json.loads((tmp_path / "gpu-parity-cpu-30min-seeds.json").read_text())
+    assert sorted((x["seed"], x["model"]) for x in seeds["runs"]) == [
+        (0, "nn.Transformer"), (0, "ours"), (1, "nn.Transformer"), (1, "ours")]
+    v = seeds["verdict"]
+    assert v["seeds"] == [0, 1] and set(v["per_seed"]) == {"0", "1"}
+    assert v["val_nll_ratio"] == pytest.approx(
+        (v["per_seed"]["0"]["val_nll_ratio"] + v["per_seed"]["1"]["val_nll_ratio"]) / 2)
+    assert seeds["runs"][0]["train_loss"] != seeds["runs"][2]["train_loss"]  # seeds differ
     assert (tmp_path / "gpu-device.txt").read_text().strip()
