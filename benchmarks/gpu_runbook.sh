@@ -53,8 +53,8 @@ runs=$(mktemp -d)                                      # run directories (checkp
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
     || echo "no nvidia-smi"
   "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-  # The device machine's copy has no .git: the commit comes in as GIT_COMMIT.
-  git rev-parse HEAD 2>/dev/null || echo "commit: ${GIT_COMMIT:-unknown (no .git; set GIT_COMMIT)}"
+  # The device machine's .git may be missing or stale: the commit comes in as GIT_COMMIT.
+  echo "commit: ${GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo 'unknown (set GIT_COMMIT)')}"
 } 2>&1 | tee "$out/gpu-device.txt"
 
 step() {   # step NAME LIMIT_S COMMAND...: run with min(LIMIT_S, time to the deadline), log to OUTDIR

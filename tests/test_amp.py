@@ -237,3 +237,11 @@ def test_git_commit_falls_back_to_the_environment(monkeypatch):
     assert engineering.git_commit() == "abc1234"
     monkeypatch.delenv("GIT_COMMIT")
     assert engineering.git_commit() is None
+
+
+def test_git_commit_from_the_environment_wins_over_a_stale_git(monkeypatch):
+    """The lent GPU machine's copy had a .git of an older commit: its records named that commit,
+    not the one that ran. GIT_COMMIT, when set, is the commit."""
+    from transformer_lib import engineering
+    monkeypatch.setenv("GIT_COMMIT", "4948cac")
+    assert engineering.git_commit() == "4948cac"

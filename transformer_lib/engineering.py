@@ -337,8 +337,11 @@ def undo_on_error(directory: str | os.PathLike, names: Iterable[str],
 
 # %% ../notebooks/A4_engineering.ipynb #da5957d2
 def git_commit() -> str | None:
-    """The commit of the repository the package is run from (with '-dirty' if it has changes); in a
-    copy without .git, the environment variable GIT_COMMIT, else None."""
+    """The commit the code runs from: the environment variable GIT_COMMIT where it is set (a copy
+    sent to another machine, whose .git may be missing or stale), else the repository's HEAD (with
+    '-dirty' if it has changes), else None."""
+    if os.environ.get("GIT_COMMIT"):
+        return os.environ["GIT_COMMIT"]
     root = Path(__file__).resolve().parents[1]
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
@@ -347,7 +350,7 @@ def git_commit() -> str | None:
                                capture_output=True, text=True, timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("GIT_COMMIT")
+        return None
 
 
 def provenance(device: torch.device, processes: int, commit: str | None) -> dict:
