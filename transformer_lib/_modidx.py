@@ -142,6 +142,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'transformer_lib.data.load_tiny_shakespeare': ( 'a2_data.html#load_tiny_shakespeare',
                                                                                       'transformer_lib/data.py'),
                                       'transformer_lib.data.load_translator': ('a2_data.html#load_translator', 'transformer_lib/data.py'),
+                                      'transformer_lib.data.records_dir': ('a2_data.html#records_dir', 'transformer_lib/data.py'),
                                       'transformer_lib.data.resolve_data_dir': ('a2_data.html#resolve_data_dir', 'transformer_lib/data.py'),
                                       'transformer_lib.data.save_translator': ('a2_data.html#save_translator', 'transformer_lib/data.py'),
                                       'transformer_lib.data.sha256_of': ('a2_data.html#sha256_of', 'transformer_lib/data.py')},

@@ -27,7 +27,8 @@ from .model import Transformer, TransformerConfig
 # %% auto #0
 __all__ = ['ENV_VAR', 'MANIFEST', 'DOWNLOAD_TIMEOUT_S', 'MULTI30K_SPLITS', 'MULTI30K_FILES', 'TRANSLATOR_NAME',
            'TRANSLATOR_FORMAT', 'DataError', 'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch', 'fetch_all',
-           'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng', 'save_translator', 'load_translator']
+           'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng', 'save_translator', 'load_translator',
+           'records_dir']
 
 # %% ../notebooks/A2_data.ipynb #777e445e
 ENV_VAR = "TRANSFORMER_LIB_DATA"
@@ -342,3 +343,17 @@ def load_translator(path: str | os.PathLike | None = None, *, download: bool = T
     model.load_state_dict(state)
     tokenizer = SubwordTokenizer(Tokenizer.from_str(blob["tokenizer"]))
     return model.eval(), tokenizer, dict(blob["info"])
+
+# %% ../notebooks/A2_data.ipynb #5b0c2d72
+def records_dir() -> Path:
+    """The directory of the book's records of measured runs (the repository's `results/`): the copy
+    installed with the package, else, where the package runs from a checkout, `results/` itself."""
+    here = Path(__file__).resolve().parent
+    for path in (here / "results", here.parent / "results"):
+        if path.is_dir():
+            return path
+    raise DataError(f"The book's records are neither installed with transformer_lib "
+                    f"({here / 'results'}) nor next to it in a checkout "
+                    f"({here.parent / 'results'}): reinstall transformer_lib from the book's "
+                    "repository, as the set-up cell at the top of every chapter does; the package "
+                    "built from it carries them.")
