@@ -1,30 +1,31 @@
 #!/usr/bin/env bash
-# The GPU measurements as one prepared command of at most 9 minutes (a lent GPU machine gives 15
+# The GPU measurements as prepared commands of at most 9 minutes each (a lent GPU machine gives 15
 # minutes in all, start-up included, and at most 10 minutes per command). Run from the repository
-# root:
+# root, the first command, then the second if time is left:
 #
 #   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh [--tiny] [--steps "S ..."] [OUTDIR]
+#   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --steps gpu [OUTDIR]
 #
 # Steps, in priority order; each has its own time limit and none starts after the deadline
-# (DEADLINE_S, default 540 s from the start). Limits on an H100/H200, from the first runs (H200,
-# 2026-11-26: gpu-30s trained 30 s and ended after ~50 s; 20 epochs of the gpu recipe took 67-86 s of
-# training per model alone, evaluation ~15 s):
+# (DEADLINE_S, default 540 s from the start). The default steps are gpu30s, parity and seeds; gpu
+# and throughput each need a command of their own. Times on the H200 of 2026-11-26 (commit 4948cac):
 #   gpu30s      python -m transformer_lib.train --preset gpu-30s        -> gpu-30s.json       70 s
+#               (ended after 55 s)
 #   parity      benchmarks/parity.py --preset gpu, 1,000 updates (about 21 epochs), ours and
 #               nn.Transformer at once on the one GPU (a fixed number of updates, so sharing the GPU
 #               changes time, not results), greedy and beam-4 BLEU     -> gpu-parity.json   170 s
-#   gpu         python -m transformer_lib.train --preset gpu (5 min)   -> gpu-5min.json     330 s
+#               (ended after 108 s)
 #   seeds       benchmarks/parity.py at the cpu-30min recipe's shape (pre-LN, d 256, 3+3, 1,024-token
 #               batches), float32, 500 updates, seeds 0-4, ours and nn.Transformer: ten small
 #               processes at once on the one GPU, joined into one record with a verdict per seed and
-#               on the means                                      -> gpu-parity-cpu-30min-seeds.json
-#               (each process ~25 s alone; it runs in the time left, at least 60 s)            rest
+#               on the means                      -> gpu-parity-cpu-30min-seeds.json     120 s
+#               (ended after 44 s)
+#   gpu         python -m transformer_lib.train --preset gpu: 300 s of training, plus compiling
+#               (~80 s), data and evaluation; it did not end within 330 s -> gpu-5min.json  480 s
 #   throughput  benchmarks/train_throughput.py, compiled vs compiled    -> gpu-throughput.json
-#               (compiling both models' shapes took ~225 s on the H200: it runs only in the time left,
-#               or alone in a second command: --steps throughput)                              280 s
-# 70 + 170 + 330 = 570 s > 540 s only if every step uses its whole limit; a step that hits its limit
-# is stopped and the next one runs (seeds then gets what is left, or is skipped). The records carry provenance (device, torch, commit, date);
-# commit them to results/ under the same names.
+#               (compiling both models' shapes took ~225 s on the H200)                       280 s
+# A step that hits its limit is stopped and the next one runs. The records carry provenance
+# (device, torch, commit, date); commit them to results/ under the same names.
 #
 # --tiny: every step in a seconds-long CPU configuration, to check the script end to end without a
 # GPU (tests/test_benchmarks_smoke.py runs it); OUTDIR then defaults to a temporary directory.
@@ -33,7 +34,7 @@
 set -uo pipefail
 PY=${PYTHON:-python3}
 tiny=0
-steps="gpu30s parity gpu seeds throughput"
+steps="gpu30s parity seeds"
 while [ $# -gt 0 ]; do
   case $1 in
     --tiny) tiny=1; shift ;;
@@ -107,9 +108,6 @@ parity_both() {   # ours and nn.Transformer at once, one process each, then one 
 export PY runs out PARITY_FLAGS="${parity[*]}"
 step parity 170 bash -c "$(declare -f parity_both)"'; parity=($PARITY_FLAGS); parity_both'
 
-step gpu 330 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
-  --out-dir "$runs/gpu-5min" --results "$out/gpu-5min.json"
-
 seeds_all() {   # ours and nn.Transformer at every seed, one process each, all at once; one record
   local files=() m sd
   for sd in $SEED_LIST; do
@@ -124,7 +122,10 @@ seeds_all() {   # ours and nn.Transformer at every seed, one process each, all a
   "$PY" benchmarks/parity.py --combine "${files[@]}" --json "$out/gpu-parity-cpu-30min-seeds.json"
 }
 export SEEDS_FLAGS="${seeds[*]}" SEED_LIST="$seed_list"
-step seeds 600 bash -c "$(declare -f seeds_all)"'; seeds=($SEEDS_FLAGS); seeds_all'
+step seeds 120 bash -c "$(declare -f seeds_all)"'; seeds=($SEEDS_FLAGS); seeds_all'
+
+step gpu 480 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
+  --out-dir "$runs/gpu-5min" --results "$out/gpu-5min.json"
 
 step throughput 280 "$PY" benchmarks/train_throughput.py "${throughput[@]}" \
   --json "$out/gpu-throughput.json"
