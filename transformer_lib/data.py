@@ -75,7 +75,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     # book's repository at the commit that added this file (a commit, like every address here: a
     # branch moves on).
     DataFile("pretrained/multi30k-de-en-cpu.pt",
-             "5d6b043bcd13b84f58d93bbe515055bca85fb8c5288067563da2fd4ebb79e5e3",
+             "05b8e4b3ee9043905c5021cdc459cea9a3cf6de3ec24ead9635377946746b87e",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
              "97a8707caa186a33459daec166e304dcaf498950/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
