@@ -77,7 +77,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     DataFile("pretrained/multi30k-de-en-cpu.pt",
              "05b8e4b3ee9043905c5021cdc459cea9a3cf6de3ec24ead9635377946746b87e",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
-             "97a8707caa186a33459daec166e304dcaf498950/pretrained/multi30k-de-en-cpu.pt"),
+             "07d83606ebd06a0c26b56a2e6c45899cde7823dc/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
              "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/"
