@@ -353,9 +353,11 @@ QUOTES = [
           {"m": lambda: minutes(CPU.time_budget_s)}, lambda: CPU.device == "cpu"),
     Quote("book/intro.md",
           r"chapter 18 prints the (?P<m>thirty)-minute training run that produced the translator "
-          r"\(and the same recipe in float32\)",
+          r"\(and an earlier pair of runs of the same recipe, in bfloat16 and in\s+float32\)",
           {"m": lambda: minutes(RUN["training_seconds"])},
-          lambda: FP32["recipe"]["amp"] is False and FP32["precision"] == "float32"),
+          lambda: (FP32["recipe"]["amp"] is False and FP32["precision"] == "float32"
+                   and BF16["recipe"]["amp"] is True and BF16["date"] < RUN["date"]
+                   and FP32["date"] < RUN["date"])),
     # ---------------------------------------------------------------- README.md
     Quote("README.md",
           rf"`--preset cpu-30min` \(CPU, (?P<m>{NUM}) min: (?P<beam>{NUM}) BLEU with beam "
