@@ -37,6 +37,7 @@ import dataclasses
 import json
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -47,7 +48,15 @@ from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import Recipe
 from transformer_lib.recipe import parse_args as recipe_args
-from transformer_lib.train import _prepare_model, fit, make_schedule, prepare, timed_bleu
+from transformer_lib.train import (
+    _prepare_model,
+    budget_progress,
+    fit,
+    make_optimizer,
+    make_schedule,
+    prepare,
+    timed_bleu,
+)
 from transformer_lib.training import evaluate_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,7 +76,9 @@ def install(s, kind: str, capstone_amp) -> None:
                                          r.d_ff, r.dropout, r.norm_first,
                                          pad_id=s.tokenizer.pad_id).to(s.device)
     s.amp_dtype = None                                # eager float32, as a user would write it
-    s.optimizer, s.scheduler = make_schedule(s)
+    s.optimizer = make_optimizer(s.recipe, s.model.parameters())    # as the capstone's
+    s.scheduler = make_schedule(s.recipe, s.optimizer,
+                                partial(budget_progress, s.recipe, s.seconds_trained))
     s.n_params = count_parameters(s.model)
     s.clock = TrainingClock(s.device)              # last, as in the capstone: the budget starts now
 

@@ -43,6 +43,7 @@ import json
 import statistics
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -53,7 +54,15 @@ from transformer_lib.interop import from_torch
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import parse_args as recipe_args
-from transformer_lib.train import _prepare_model, fit, make_schedule, prepare, timed_bleu
+from transformer_lib.train import (
+    _prepare_model,
+    budget_progress,
+    fit,
+    make_optimizer,
+    make_schedule,
+    prepare,
+    timed_bleu,
+)
 from transformer_lib.training import evaluate_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -86,7 +95,9 @@ def install(s, kind: str, amp_dtype) -> None:
         return
     torch.manual_seed(s.recipe.seed)
     s.model = s.trained = reference_model(s).to(s.device)
-    s.optimizer, s.scheduler = make_schedule(s)
+    s.optimizer = make_optimizer(s.recipe, s.model.parameters())    # as the capstone's
+    s.scheduler = make_schedule(s.recipe, s.optimizer,
+                                partial(budget_progress, s.recipe, s.seconds_trained))
     s.n_params = count_parameters(s.model)
     s.clock = TrainingClock(s.device)
 

@@ -3,8 +3,6 @@ included: a chapter's module never reaches up into a later chapter's module that
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "transformer_lib"
 
 
@@ -65,8 +63,6 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path):
     assert imports_of(source, {"x", "y", "z", "w"}) == {"y", "z", "w"}
 
 
-@pytest.mark.xfail(strict=True, reason="recipe.py still imports train.py's RunResult (type only) "
-                   "for the run-state functions it holds; they move out with the restructuring")
 def test_no_import_circles_in_the_package():
     circle = find_circle(import_graph())
     assert circle is None, "import circle: " + " -> ".join(circle)

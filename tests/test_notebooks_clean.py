@@ -98,7 +98,7 @@ def test_every_notebook_is_in_the_book():
 # Modules that may import more than torch. Every other module is a model module: torch and the
 # standard library only, and no import of the modules listed here.
 NON_MODEL = {"plotting", "data", "text", "bleu", "train", "training", "trainer", "exercises", "toy",
-             "char_model", "engineering", "recipe", "run_length", "rope", "reading_heads",
+             "char_model", "engineering", "recipe", "rope", "reading_heads",
              "checkpoint", "benchmark", "interop"}
 HEAVY = {"matplotlib", "tokenizers", "sacrebleu", "tqdm", "numpy", "pandas", "yaml"}
 

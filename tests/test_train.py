@@ -345,14 +345,11 @@ def test_presets_are_valid_and_gpu_is_the_default():
 def _long_run_check(monkeypatch, capsys, seconds_per_update, limit, **changes):
     """Feeds `warn_if_long_run` updates 1 ... limit with a fake clock; returns what it printed
     (stderr) and how many updates the wrapped callback saw."""
-    from types import SimpleNamespace
-
-    from transformer_lib.run_length import warn_if_long_run
+    from transformer_lib.train import warn_if_long_run
     now, seen = [0.0], []
-    s = SimpleNamespace(recipe=dataclasses.replace(preset("cpu-tiny"),
-                                                   **{"time_budget_s": 0.0, **changes}),
-                        is_main=True, step=0, clock=lambda: now[0], device=torch.device("cpu"))
-    callback = warn_if_long_run(s, limit, seen.append)
+    recipe = dataclasses.replace(preset("cpu-tiny"), **{"time_budget_s": 0.0, **changes})
+    callback = warn_if_long_run(seen.append, limit, start=0, clock=lambda: now[0],
+                                time_budget_s=recipe.time_budget_s)
     for step in range(1, limit + 1):
         now[0] += seconds_per_update
         callback(step)
@@ -715,8 +712,8 @@ def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found
     import transformer_lib.train as train_module
     real = train_module.make_schedule
 
-    def failing(s):
-        assert s.tok_path.is_file()                      # the tokenizer was written already
+    def failing(recipe, *args):
+        assert (Path(recipe.out_dir) / "tokenizer.json").is_file()   # the tokenizer was written
         raise RecipeError("a late check failed")
 
     monkeypatch.setattr(train_module, "make_schedule", failing)
@@ -783,13 +780,56 @@ def test_the_run_says_where_its_files_are(tmp_path, capsys, monkeypatch):
 
 
 def test_report_files_says_what_cpu_tiny_is_for(tmp_path, capsys):
-    from types import SimpleNamespace
-
-    from transformer_lib.recipe import report_files
+    from transformer_lib.train import report_files
     (tmp_path / "model.pt").write_text("")
-    report_files(SimpleNamespace(out_dir=tmp_path,
-                                 recipe=dataclasses.replace(preset("cpu-tiny"),
-                                                            out_dir=str(tmp_path))))
+    report_files(dataclasses.replace(preset("cpu-tiny"), out_dir=str(tmp_path)))
     out = capsys.readouterr().out
     assert f"wrote model.pt in {tmp_path}; results record: {tmp_path / 'results.json'}" in out
     assert "cpu-tiny is a smoke test of the pipeline" in out and "--preset cpu-30min" in out
+
+
+def test_the_runs_helpers_take_what_they_use(tmp_path):
+    """Issue 24: the schedule, the divergence check, where a run stops and its record work without
+    a run (no `RunResult`): each takes the recipe, the model, the step, ... it uses."""
+    import transformer_lib.train as train_module
+    from transformer_lib.train import (
+        budget_progress,
+        check_weights,
+        diverged,
+        make_optimizer,
+        make_schedule,
+        results_record,
+        step_limit,
+        stop_step,
+    )
+    for f in (budget_progress, make_optimizer, make_schedule, results_record, diverged,
+              check_weights, step_limit, stop_step, train_module.warn_if_long_run,
+              train_module.report_files):
+        assert "s" not in inspect.signature(f).parameters, f.__name__
+    budget = dataclasses.replace(preset("cpu-30min"), max_steps=100, time_budget_s=60.0)
+    model = torch.nn.Linear(2, 2)
+    optimizer = make_optimizer(budget, model.parameters())
+    schedule = make_schedule(budget, optimizer, lambda updates: 0.0)
+    assert type(schedule).__name__ == "BudgetSchedule" and optimizer.param_groups[0]["lr"] > 0
+    assert budget_progress(budget, lambda: 30.0, 10) == 0.5          # half the time budget
+    assert budget_progress(budget, lambda: 3.0, 80) == 0.8           # most of the update budget
+    check_weights(model, 3)
+    with torch.no_grad():
+        model.weight[0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match=r"NaN or infinite weights at step 7 \(weight\)"):
+        check_weights(model, 7)
+    assert "the checkpoint of step 5 is kept" in str(diverged(budget, 5, "loss became nan"))
+    capped = dataclasses.replace(preset("cpu-tiny"), max_steps=300, out_dir=str(tmp_path))
+    assert stop_step(capped, 120, 100, 12.0) == 300 == step_limit(capped, 100)
+    assert stop_step(capped, 300, 100, 12.0) == 300                  # finished, but no record yet
+    (tmp_path / "results.json").write_text("{}")
+    with pytest.raises(RecipeError, match="is finished"):
+        stop_step(capped, 300, 100, 12.0)
+    test = {"bleu": 1.0, "signature": "sig", "sentences": 3, "sentences_per_s": 2.0}
+    record = results_record(capped, {"precision": "float32"}, parameters=10, training_seconds=4.0,
+                            steps=8, epochs=2.0, weights="last",
+                            history=[{"tokens": 40, "tokens_per_s": 10.0}],
+                            val={"loss": 2.0, "bleu_greedy": 1.0, "sentences": 5},
+                            test_greedy=test, test_beam=test)
+    assert (record["target_tokens_per_s"], record["test_2016_flickr"]["sentences"]) == (10.0, 3)
+    assert list(record)[:4] == ["task", "measured", "precision", "recipe"]

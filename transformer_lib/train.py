@@ -2,18 +2,20 @@
 
 # %% ../notebooks/18_capstone.ipynb #7a9568d1
 """The capstone: a German-to-English translator trained on Multi30k, and its command line. Chapter
-18 (notebooks/18_capstone.ipynb): the paper's recipe (sections 5 and 6.1) scaled to Multi30k; `run`,
-`translate`, and `python -m transformer_lib.train --help`. Needs the [nlp] extra."""
+18 (notebooks/18_capstone.ipynb): `run`, its stages and what belongs to a run (schedule, checks,
+record, files); `translate`; `python -m transformer_lib.train --help`. Needs the [nlp] extra."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.distributed as dist
@@ -25,6 +27,13 @@ except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
     raise ModuleNotFoundError(f'transformer_lib.train needs {e.name}: pip install '
                               '"transformer-lib[nlp]"', name=e.name) from e
 
+from transformer_lib.data import (
+    MULTI30K_FILES,
+    MULTI30K_SPLITS,
+    DataError,
+    fetch_all,
+    load_multi30k,
+)
 from transformer_lib.engineering import (
     TrainingClock,
     amp_settings,
@@ -35,31 +44,35 @@ from transformer_lib.engineering import (
     git_commit,
     init_distributed,
     max_weight_diff,
+    nonfinite_weights,
     pick_device,
     prefetch,
+    provenance,
     undo_on_error,
     write_json,
 )
 from transformer_lib.optimization import (
+    BudgetSchedule,
     CheckpointError,
     LabelSmoothingLoss,
+    WarmupSchedule,
     average_checkpoints,
     load_checkpoint,
+    paper_adam,
+    read_checkpoint,
     save_checkpoint,
     unwrap_model,
+    warmup_lr,
 )
 from transformer_lib.recipe import (
+    RUN_FILES,
     Recipe,
     RecipeError,
     check_output_paths,
-    check_weights,
-    diverged,
-    make_schedule,
+    check_resume,
     parse_args,
-    read_inputs,
-    report_files,
+    preset_note,
     results_path,
-    results_record,
     validate_recipe,
 )
 from transformer_lib.text import (
@@ -77,15 +90,16 @@ from transformer_lib.training import (
 )
 
 from .benchmarking import device_name, synchronize
-from .data import DataError
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
-from .run_length import stop_step, warn_if_long_run
 
 # %% auto #0
-__all__ = ['MAX_LEN', 'model_config', 'build_model', 'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare',
-           'evaluate', 'save', 'after_step', 'fit', 'choose_weights', 'finalize', 'main']
+__all__ = ['MAX_LEN', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_model', 'translate', 'validation_loss',
+           'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'make_optimizer', 'make_schedule',
+           'budget_progress', 'fit', 'after_step', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run',
+           'check_weights', 'diverged', 'named_remedies', 'finalize', 'choose_weights', 'results_record',
+           'report_files', 'main']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -158,7 +172,8 @@ def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) 
 @dataclass
 class RunResult:
     """One run, as one process sees it: what `prepare` builds, `fit` trains and `finalize` records.
-    `run` returns it: recipe, model (the chosen weights), tokenizer, history, evals, results."""
+    `run` returns it: recipe, model (the chosen weights), tokenizer, history, evals, results. It is
+    assembled and used in this module only; the helpers below the stages take what they use."""
     recipe: Recipe
     device: torch.device
     rank: int
@@ -201,6 +216,10 @@ class RunResult:
     def steps_per_epoch(self) -> int:
         return len(self.loader)
 
+    def seconds_trained(self) -> float:
+        "The training clock's reading; 0 before the clock starts (it starts last in `prepare`)."
+        return self.clock() if self.clock is not None else 0.0
+
 
 def run(recipe: Recipe, resume: bool = False) -> RunResult:
     """Train, evaluate and record one Multi30k run: the code path of the CLI and of the chapter.
@@ -213,6 +232,71 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
     return finalize(fit(prepare(recipe, resume)))
 
 # %% ../notebooks/18_capstone.ipynb #8de777c1
+def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
+    """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
+    validate_recipe(recipe)
+    check_output_paths(recipe)
+    _check_model(recipe)
+    rank, world_size, local_rank = dist_env()
+    device = device_for(pick_device(recipe.device), local_rank, world_size)
+    s = RunResult(recipe, device, rank, world_size, amp_settings(device, cpu_bf16=True)[0]
+                  if recipe.amp else None,
+                 Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit
+                                                              # lands mid-run
+    ckpt, text = read_inputs(recipe, s.out_dir, resume)
+    if s.is_main:
+        print(f"output directory: {s.out_dir.resolve()}"
+              + (" (resuming its run)" if resume else ""), flush=True)
+    with undo_on_error(s.out_dir, [s.tok_path.name], enabled=s.is_main and ckpt is None):
+        # a failed start
+        init_distributed(device, world_size)
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        all_ids = _prepare_data(s, text, new_run=ckpt is None)
+        _prepare_model(s, all_ids, ckpt)
+        if s.steps_per_epoch == 0:
+            raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of "
+                              f"{world_size} processes")
+    return s
+
+
+def _check_model(recipe: Recipe) -> None:
+    """RecipeError unless the recipe's model can be built (built on the meta device: no memory, no
+    time)."""
+    try:
+        with torch.device("meta"):
+            build_model(recipe, recipe.vocab_size)
+    except ValueError as e:
+        raise RecipeError(f"the recipe's model cannot be built: {e}") from e
+
+
+def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, dict]:
+    """The checkpoint (when resuming; else None) and the text of the three data splits, read and
+    checked before the run writes anything: `CheckpointError`, `RecipeError` (an occupied OUT_DIR),
+    `DataError`."""
+    ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
+    ckpt = None
+    if resume and tok_path.is_file() and not ckpt_path.exists():
+        raise CheckpointError(f"{out} holds no checkpoint: its run stopped before writing one; "
+                              "start it again without --resume")
+    if resume:
+        ckpt = read_checkpoint(ckpt_path)          # CheckpointError: missing, truncated, corrupt
+        check_resume(recipe, ckpt, ckpt_path)
+        try:
+            SubwordTokenizer.load(tok_path)        # missing or corrupt: the checkpoint is of no use
+        except (OSError, ValueError) as e:
+            raise CheckpointError(f"{e}: the checkpoint cannot be used without its "
+                                  "tokenizer") from e
+    elif ckpt_path.exists():             # (a tokenizer alone is a start that never trained: redone)
+        raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose "
+                          "another --out-dir")
+    fetch_all(MULTI30K_FILES)            # DataError naming every missing or corrupt file at once
+    text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
+    if recipe.train_pairs:
+        text["train"] = text["train"][:recipe.train_pairs]
+    return ckpt, text
+
+
 def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     "Tokenizer (trained on the training split only, saved next to the checkpoint) and batches."
     r = s.recipe
@@ -250,7 +334,9 @@ def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
     # their per-call range checks (each a host-device sync that would stall the GPU's queue).
     check_token_ids(all_ids, vocab)
     s.model.check_inputs = s.loss_fn.check_inputs = False
-    s.optimizer, s.scheduler = make_schedule(s)
+    s.optimizer = make_optimizer(r, s.model.parameters())
+    # the budget's progress reads the run's clock, which starts last, below
+    s.scheduler = make_schedule(r, s.optimizer, partial(budget_progress, r, s.seconds_trained))
     if ckpt is not None:
         extra = load_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler)["extra"]
         s.step, s.history, s.evals = ckpt["step"], list(extra["history"]), list(extra["evals"])
@@ -271,64 +357,53 @@ def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
     # training seconds; paused for evaluation
     s.clock = TrainingClock(s.device, start_s=s.train_seconds)
 
+# %% ../notebooks/18_capstone.ipynb #2552ba88
+def make_optimizer(recipe: Recipe, parameters) -> torch.optim.Optimizer:
+    """The paper's Adam over `parameters`, at the rate the recipe's schedule multiplies: `peak_lr`
+    for the budget schedule; for eq. (3), `peak_lr` over eq. (3)'s own maximum, so that the
+    schedule peaks at `peak_lr`."""
+    r = recipe
+    if r.schedule == "budget":
+        return paper_adam(parameters, lr=r.peak_lr)
+    peak = warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps)    # eq. (3) at its maximum
+    return paper_adam(parameters, lr=r.peak_lr / peak)
 
-def _check_model(recipe: Recipe) -> None:
-    """RecipeError unless the recipe's model can be built (built on the meta device: no memory, no
-    time)."""
-    try:
-        with torch.device("meta"):
-            build_model(recipe, recipe.vocab_size)
-    except ValueError as e:
-        raise RecipeError(f"the recipe's model cannot be built: {e}") from e
+
+def make_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer,
+                  progress: Callable[[int], float]) -> torch.optim.lr_scheduler.LRScheduler:
+    """The recipe's schedule of `optimizer`'s rate: eq. (3) (rescaled by `make_optimizer`), or the
+    budget schedule, whose decay follows `progress(updates)`, the fraction of the budget used."""
+    r = recipe
+    if r.schedule == "budget":
+        return BudgetSchedule(optimizer, r.warmup_steps, progress, r.decay_start)
+    return WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
 
 
-def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
-    """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
-    validate_recipe(recipe)
-    check_output_paths(recipe)
-    _check_model(recipe)
-    rank, world_size, local_rank = dist_env()
-    device = device_for(pick_device(recipe.device), local_rank, world_size)
-    s = RunResult(recipe, device, rank, world_size, amp_settings(device, cpu_bf16=True)[0]
-                  if recipe.amp else None,
-                 Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit
-                                                              # lands mid-run
-    ckpt, text = read_inputs(recipe, s.out_dir, resume)
-    if s.is_main:
-        print(f"output directory: {s.out_dir.resolve()}"
-              + (" (resuming its run)" if resume else ""), flush=True)
-    with undo_on_error(s.out_dir, [s.tok_path.name], enabled=s.is_main and ckpt is None):
-        # a failed start
-        init_distributed(device, world_size)
-        if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-        all_ids = _prepare_data(s, text, new_run=ckpt is None)
-        _prepare_model(s, all_ids, ckpt)
-        if s.steps_per_epoch == 0:
-            raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of "
-                              f"{world_size} processes")
-    return s
+def budget_progress(recipe: Recipe, seconds: Callable[[], float], updates: int) -> float:
+    """The budget schedule's progress: the larger of the used fractions of the time budget
+    (`seconds()` of training) and of the update budget."""
+    r = recipe
+    used = seconds() / r.time_budget_s if r.time_budget_s else 0.0
+    return max(used, updates / r.max_steps if r.max_steps else 0.0)
 
 # %% ../notebooks/18_capstone.ipynb #8d2fa203
-def evaluate(s: RunResult, epoch: int, beam: bool) -> dict:
-    "Validation loss and BLEU (greedy, and beam when `beam`) of the model now."
+def fit(s: RunResult) -> RunResult:
+    """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
-    rec = {"step": s.step, "epoch": epoch, "elapsed_s": s.clock(),
-           "val_loss": validation_loss(s.model, s.val_loader, s.device, s.amp_dtype)}
-    for name, beam_size in (("bleu_greedy", 1), ("bleu_beam", r.beam_size))[:2 if beam else 1]:
-        rec[name] = timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=beam_size,
-                               alpha=r.length_penalty,
-                               device=s.device, amp_dtype=s.amp_dtype)["bleu"]
-    return rec
-
-
-def save(s: RunResult, epoch_done: bool) -> None:
-    "The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds."
-    check_weights(s)
-    save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step,
-                    extra={"recipe": asdict(s.recipe), "history": s.history, "evals": s.evals,
-                           "train_seconds": s.clock(), "epoch_done": epoch_done})
-    s.saved_step = s.step
+    limit_steps = stop_step(r, s.step, s.steps_per_epoch, s.train_seconds)  # RecipeError: finished
+    callback = partial(after_step, s, limit_steps)
+    if s.is_main:
+        callback = warn_if_long_run(callback, limit_steps, start=s.step, clock=s.clock,
+                                    time_budget_s=r.time_budget_s)
+    with named_remedies(s):              # the loss or the weights became NaN: say what to change
+        train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
+              max_steps=None if math.isinf(limit_steps) else int(limit_steps),
+              time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
+              device=s.device, amp=s.amp_dtype, log_every=r.log_every, clock=s.clock,
+              progress=s.is_main and r.progress, prefetch=prefetch, history=s.history,
+              callback=callback)
+    s.train_seconds = s.clock.stop()             # what follows (evaluation, saving) is not training
+    return s
 
 
 def after_step(s: RunResult, limit_steps: float, step: int) -> None:
@@ -337,13 +412,13 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
     if step % r.checkpoint_every == 0:
         with s.clock.paused():
             # all processes stop together
-            save(s, epoch_done=False) if s.is_main else check_weights(s)
+            save(s, epoch_done=False) if s.is_main else check_weights(s.model, s.step)
     if step % s.steps_per_epoch:                  # not the end of an epoch
         return
     epoch = step // s.steps_per_epoch - 1
     with s.clock.paused():
         if s.is_main and r.average_last > 1:  # a model-only snapshot for averaging; keep the last N
-            check_weights(s)
+            check_weights(s.model, s.step)
             save_checkpoint(s.out_dir / "snapshots" / f"epoch_{epoch:04d}.pt", s.model)
             for old in sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[:-r.average_last]:
                 old.unlink()
@@ -356,25 +431,151 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
         barrier(s.world_size)                     # the others wait for process 0's evaluation
 
 
-def fit(s: RunResult) -> RunResult:
-    """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
+def save(s: RunResult, epoch_done: bool) -> None:
+    "The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds."
+    check_weights(s.model, s.step)
+    save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step,
+                    extra={"recipe": asdict(s.recipe), "history": s.history, "evals": s.evals,
+                           "train_seconds": s.clock(), "epoch_done": epoch_done})
+    s.saved_step = s.step
+
+
+def evaluate(s: RunResult, epoch: int, beam: bool) -> dict:
+    "Validation loss and BLEU (greedy, and beam when `beam`) of the model now."
     r = s.recipe
-    limit_steps = stop_step(s)          # RecipeError: a finished run, resumed (appendix A6)
+    rec = {"step": s.step, "epoch": epoch, "elapsed_s": s.clock(),
+           "val_loss": validation_loss(s.model, s.val_loader, s.device, s.amp_dtype)}
+    for name, beam_size in (("bleu_greedy", 1), ("bleu_beam", r.beam_size))[:2 if beam else 1]:
+        rec[name] = timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=beam_size,
+                               alpha=r.length_penalty,
+                               device=s.device, amp_dtype=s.amp_dtype)["bleu"]
+    return rec
+
+# %% ../notebooks/18_capstone.ipynb #126daed2
+def step_limit(recipe: Recipe, steps_per_epoch: int) -> float:
+    "The update at which `max_steps` or `epochs` stops training (math.inf: neither is set)."
+    r = recipe
+    return min(r.max_steps or math.inf, r.epochs * steps_per_epoch or math.inf)
+
+
+def stop_step(recipe: Recipe, step: int, steps_per_epoch: int, train_seconds: float) -> float:
+    """The update at which `fit` stops a run of `recipe` that has made `step` updates in
+    `train_seconds` of training: the recipe's `step_limit`, or, for a run restored at one of its
+    limits or past its time budget whose record is missing, its own step (it is recorded without
+    another update). Such a run with its record: `RecipeError`, it is finished."""
+    r, limit = recipe, step_limit(recipe, steps_per_epoch)
+    if step >= limit:
+        done = (f"it made its {step:,} updates (max_steps {r.max_steps}, epochs {r.epochs} of "
+                f"{steps_per_epoch:,} updates; 0 = no limit)")
+    elif r.time_budget_s and train_seconds >= r.time_budget_s:
+        done = f"it trained {train_seconds:.1f} s of its time_budget_s {r.time_budget_s:g}"
+    else:
+        return limit
+    if results_path(r).is_file():                   # nothing to train, nothing to record
+        raise RecipeError(f"the run in {Path(r.out_dir)} is finished ({done}) and its results are "
+                          f"in {results_path(r)}; to train it further, resume with a higher "
+                          "--max-steps, --epochs or --time-budget-s")
+    return step
+
+
+LONG_RUN_S = 3 * 3600.0      # a run without a time budget estimated to train longer than this warns
+ESTIMATE_UPDATES = (5, 25)   # its speed: the seconds between these updates of the run
+
+
+def warn_if_long_run(callback: Callable[[int], None], limit_steps: float, *, start: int,
+                     clock: Callable[[], float],
+                     time_budget_s: float = 0.0) -> Callable[[int], None]:
+    """`train`'s callback: `callback(step)`, then, in a run without a time budget (`time_budget_s`
+    0) and with a finite `limit_steps`, the run's own estimate, on `clock`, of its training time
+    from update `start` to `limit_steps`; past `LONG_RUN_S`, one warning line on standard error
+    that names the bounded recipes. (`fit` asks for it on process 0 only.)"""
+    if time_budget_s or math.isinf(limit_steps):    # bounded by its time budget, or by nothing
+        return callback
+    first, last = ESTIMATE_UPDATES
+    marks = {}
+
+    def after(step: int) -> None:
+        callback(step)
+        if step - start in (first, last):
+            marks[step - start] = clock()
+        if step - start == last:
+            per_update = (marks[last] - marks[first]) / (last - first)
+            left = per_update * (limit_steps - step)
+            if left > LONG_RUN_S:
+                print(f"warning: at {per_update:.3g} s per update this run needs about "
+                      f"{left / 3600:.1f} h more to reach its limit of {int(limit_steps):,} "
+                      "updates; --preset cpu-30min trains a translator in thirty minutes on a "
+                      "CPU, and --time-budget-s bounds any run", file=sys.stderr, flush=True)
+    return after
+
+# %% ../notebooks/18_capstone.ipynb #d0d0ad0a
+def check_weights(model: nn.Module, step: int) -> None:
+    """FloatingPointError if a weight of `model` is NaN or infinite after update `step`: those are
+    never saved."""
+    bad = nonfinite_weights(model)
+    if bad:
+        raise FloatingPointError(f"NaN or infinite weights at step {step} "
+                                 f"({', '.join(bad[:3])}{', ...' * (len(bad) > 3)})")
+
+
+def diverged(recipe: Recipe, saved_step: int | None, what: str) -> FloatingPointError:
+    """The error of a diverged run: what happened, which checkpoint survives (that of `saved_step`),
+    what to change in the recipe."""
+    r = recipe
+    kept = (f"the checkpoint of step {saved_step} is kept" if saved_step is not None
+            else "no checkpoint was written")
+    return FloatingPointError(f"training diverged: {what}; {kept}. Train again (a new --out-dir) "
+                              f"with a lower --peak-lr (now {r.peak_lr:g}), a longer "
+                              f"--warmup-steps (now {r.warmup_steps}) or --clip-grad-norm 1.0 (now "
+                              f"{r.clip_grad_norm:g}, 0 = off)")
+
+
+@contextlib.contextmanager
+def named_remedies(s: RunResult) -> Iterator[None]:
+    """A FloatingPointError in the body (`train`'s loss that became NaN, `check_weights`'s NaN
+    weights) becomes `diverged`'s error for the run `s`."""
     try:
-        train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
-              max_steps=None if math.isinf(limit_steps) else int(limit_steps),
-              time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
-              device=s.device, amp=s.amp_dtype, log_every=r.log_every, clock=s.clock,
-              progress=s.is_main and r.progress, prefetch=prefetch, history=s.history,
-              callback=warn_if_long_run(s, limit_steps, partial(after_step, s, limit_steps)))
-    except FloatingPointError as e:               # the loss became NaN: name the recipe's remedies
-        if str(e).startswith("training diverged"):
-            raise
-        raise diverged(s, str(e).split(";")[0]) from e
-    s.train_seconds = s.clock.stop()             # what follows (evaluation, saving) is not training
-    return s
+        yield
+    except FloatingPointError as e:
+        raise diverged(s.recipe, s.saved_step, str(e).split(";")[0]) from e
 
 # %% ../notebooks/18_capstone.ipynb #84f16596
+def finalize(s: RunResult) -> RunResult:
+    """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run
+    (process 0)."""
+    r, results = s.recipe, s.results
+    if s.world_size > 1:                       # the DDP guarantee, checked: same weights everywhere
+        results["max_weight_diff_across_processes"] = max_weight_diff(s.model, s.world_size)
+    if s.is_main:
+        with named_remedies(s):
+            save(s, epoch_done=s.step % s.steps_per_epoch == 0)
+        chosen = choose_weights(s)
+        save_checkpoint(s.out_dir / "model.pt", s.model,
+                        extra={"weights": chosen, "tokenizer": s.tok_path.name})
+        test = [timed_bleu(s.model, s.tokenizer, s.test_pairs, beam_size=k, alpha=r.length_penalty,
+                           device=s.device, amp_dtype=s.amp_dtype) for k in (1, r.beam_size)]
+        val = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
+        results.update(results_record(
+            r, {"precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),  # autocast
+                **provenance(s.device, s.world_size, s.commit)},
+            parameters=s.n_params, training_seconds=s.train_seconds, steps=s.step,
+            epochs=s.step / s.steps_per_epoch, weights=chosen, history=s.history,
+            val={"loss": val["val_loss"], "bleu_greedy": val["bleu_greedy"],
+                 "sentences": len(s.val_pairs)},
+            test_greedy=test[0], test_beam=test[1]))
+        write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
+        write_json(s.out_dir / "translations.json",
+                   [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
+                                                  in zip(s.test_pairs, test[0]["hypotheses"],
+                                                         test[1]["hypotheses"])],
+                   indent=1)
+        write_json(results_path(r), results)
+        report_files(r)
+    barrier(s.world_size)
+    s.model.check_inputs = True                   # whoever uses the model next gets the checks back
+    return s
+
+
 def choose_weights(s: RunResult) -> str:
     """Evaluate the last weights and, with two or more epoch snapshots, their average; keep the
     better on validation BLEU (never the test set). Returns which weights the model now holds."""
@@ -396,32 +597,39 @@ def choose_weights(s: RunResult) -> str:
     return "last"
 
 
-def finalize(s: RunResult) -> RunResult:
-    """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run
-    (process 0)."""
-    r, results = s.recipe, s.results
-    if s.world_size > 1:                       # the DDP guarantee, checked: same weights everywhere
-        results["max_weight_diff_across_processes"] = max_weight_diff(s.model, s.world_size)
-    if s.is_main:
-        save(s, epoch_done=s.step % s.steps_per_epoch == 0)
-        chosen = choose_weights(s)
-        save_checkpoint(s.out_dir / "model.pt", s.model,
-                        extra={"weights": chosen, "tokenizer": s.tok_path.name})
-        test = [timed_bleu(s.model, s.tokenizer, s.test_pairs, beam_size=k, alpha=r.length_penalty,
-                           device=s.device, amp_dtype=s.amp_dtype) for k in (1, r.beam_size)]
-        results.update(results_record(s, chosen, *test))
-        write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
-        write_json(s.out_dir / "translations.json",
-                   [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
-                                                  in zip(s.test_pairs, test[0]["hypotheses"],
-                                                         test[1]["hypotheses"])],
-                   indent=1)
-        write_json(results_path(r), results)
-        report_files(s)
-    barrier(s.world_size)
-    s.model.check_inputs = True                   # whoever uses the model next gets the checks back
-    return s
+def results_record(recipe: Recipe, provenance: dict, *, parameters: int, training_seconds: float,
+                   steps: int, epochs: float, weights: str, history: list[dict], val: dict,
+                   test_greedy: dict, test_beam: dict) -> dict:
+    """The results record: `provenance` (precision, machine, commit, time), the recipe (flat keys),
+    the figures of training and its speed (from the logged `history`), validation (`val`: loss,
+    greedy BLEU, sentences) and test BLEU (`timed_bleu`'s results, greedy and beam)."""
+    r = recipe
+    return {
+        "task": "Multi30k task 1, German→English", "measured": True, **provenance,
+        "recipe": asdict(r), "parameters": parameters,
+        "training_seconds": round(training_seconds, 2),
+        "steps": steps, "epochs": round(epochs, 2), "weights": weights,
+        "target_tokens_per_s": sum(h["tokens"] for h in history) / max(training_seconds, 1e-9),
+        "target_tokens_per_s_median_window": statistics.median(h["tokens_per_s"] for h in history)
+        if history else None,
+        "val": val,
+        "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
+                             "beam_size": r.beam_size, "length_penalty": r.length_penalty,
+                             "signature": test_greedy["signature"],
+                             "sentences": test_greedy["sentences"],
+                             "greedy_sentences_per_s": test_greedy["sentences_per_s"],
+                             "beam_sentences_per_s": test_beam["sentences_per_s"]},
+    }
 
+
+def report_files(recipe: Recipe) -> None:
+    "Say where a run's files are, and what a preset with a note (cpu-tiny) is for."
+    out = Path(recipe.out_dir)
+    names = ", ".join(name for name in RUN_FILES if name != "results.json"
+                      and (out / name).is_file())
+    print(f"wrote {names} in {out.resolve()}; results record: {results_path(recipe).resolve()}")
+    if preset_note(recipe):
+        print(preset_note(recipe), flush=True)
 
 # %% ../notebooks/18_capstone.ipynb #721f5b1d
 def main(argv: Sequence[str] | None = None) -> int:
