@@ -113,3 +113,26 @@ def test_the_shipped_translator_matches_its_checksum_and_loads():
     model, tok, info = load_translator()                                 # finds the checkout's copy
     assert model.config.norm_first and tok.vocab_size == model.config.tgt_vocab_size
     assert Path(info["record"]).name == "multi30k-cpu-30min.json" and info["preset"] == "cpu-30min"
+
+
+@pytest.mark.slow
+def test_beam_search_on_the_translator_needs_no_cache_and_no_batch():
+    """On the trained translator (where beams finish at different steps and EOS competes), beam
+    search finds the same translation with the KV cache and without it (every step re-reads the
+    prefix, as nn.Transformer's decoding does), and in a padded batch as sentence by sentence."""
+    from transformer_lib.data import load_multi30k
+    from transformer_lib.decoding import beam_search
+    from transformer_lib.training import pad_sequences
+    model, tok, _ = load_translator()
+    ids = tok.encode_batch([de for de, _ in load_multi30k("val")[:24]], add_eos=True)
+    kw = dict(beam_size=4, alpha=1.2, bos_id=tok.bos_id, eos_id=tok.eos_id, return_scores=True)
+    src = pad_sequences(ids, tok.pad_id)
+    max_len = src.shape[1] + 50
+    cached, cached_scores = beam_search(model, src, max_len=max_len, **kw)
+    uncached, uncached_scores = beam_search(model, src, max_len=max_len, use_cache=False, **kw)
+    assert tok.decode_batch(cached) == tok.decode_batch(uncached)
+    torch.testing.assert_close(cached_scores, uncached_scores, atol=1e-4, rtol=1e-4)
+    alone = [tok.decode_batch(beam_search(model, torch.tensor([s]), max_len=max_len, **kw)[0])[0]
+             for s in ids]
+    assert alone == tok.decode_batch(cached)
+    assert len(set(alone)) == len(alone)                  # 24 different sentences, translated
