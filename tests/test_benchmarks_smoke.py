@@ -190,3 +190,31 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
         (v["per_seed"]["0"]["val_nll_ratio"] + v["per_seed"]["1"]["val_nll_ratio"]) / 2)
     assert seeds["runs"][0]["train_loss"] != seeds["runs"][2]["train_loss"]  # seeds differ
     assert (tmp_path / "gpu-device.txt").read_text().strip()
+
+
+@needs_data
+def test_rnn_vs_transformer_smoke(tmp_path):
+    """Both models train for the same budget on one prepared run, one after the other, and the
+    record holds what chapter 20 reads: updates, speed, NLL curve, BLEU, seconds per phase."""
+    rec, out = run_script("rnn_vs_transformer.py", "--preset", "cpu-tiny", "--train-pairs", "500",
+                          "--vocab-size", "500", "--budget-s", "2", "--val-sentences", "10",
+                          "--beam", "2", "--points", "2", "--rnn-hidden", "32", "--rnn-attn",
+                          "16", out=tmp_path / "rnn.json")
+    assert rec["sequential"] and rec["order"] == ["gru", "transformer"] and rec["budget_s"] == 2
+    assert rec["val_sentences"] == 10 and rec["recipe"]["vocab_size"] == 500
+    assert rec["rnn"]["d_hidden"] == 32 and rec["rnn"]["clip"] == 1.0
+    for key in ("device", "torch", "git_commit", "date", "command_line"):
+        assert key in rec
+    gru, transformer = rec["runs"]
+    assert gru["config"]["d_hidden"] == 32 and gru["config"]["d_embed"] == 64      # = d_model
+    assert transformer["config"] is None
+    for run in rec["runs"]:
+        assert run["updates"] > 0 and run["training_seconds"] >= 2
+        assert run["target_tokens_per_s"] > 0 and run["parameters"] > 0
+        assert set(run["bleu"]) == {"greedy", "beam_2"} and all(0 <= b <= 100
+                                                                for b in run["bleu"].values())
+        assert [p["seconds"] for p in run["curve"]] == sorted(p["seconds"] for p in run["curve"])
+        assert run["curve"][-1]["val_nll"] == run["val_nll"] > 0 and len(run["curve"]) <= 2
+        assert set(run["seconds_per_update"]) == {"encoder", "decoder", "backward", "optimizer"}
+        assert all(v > 0 for v in run["seconds_per_update"].values())
+    assert "transformer" in out and "gru" in out

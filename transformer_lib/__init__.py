@@ -48,6 +48,10 @@ from .optimization import (
     warmup_lr,
 )
 
+# --- Chapter 20: a recurrent baseline (RNNsearch, Bahdanau et al., 2015) ------------------------
+# isort: split
+from .recurrent import RecurrentConfig, RecurrentTranslator
+
 # --- Loaded on first use (they import matplotlib, tokenizers, ... ) -------------------------------
 _LAZY = {
     "plot_attention": "plotting",
