@@ -22,6 +22,7 @@ from transformer_lib.train import (
     make_schedule,
     prepare,
     timed_bleu,
+    validation_loss,
 )
 
 from .benchmarking import synchronize
@@ -30,7 +31,7 @@ from .multi_head_attention import count_parameters
 from .optimization import LabelSmoothingLoss
 from .recipe import Recipe
 from .recurrent import RecurrentConfig, RecurrentTranslator
-from .training import evaluate_loss, train
+from .training import train
 
 # The recurrent model's sizes next to the cpu-30min Transformer's (d_model 256: 7,578,624
 # parameters at 8,000 tokens): d_embed = d_model, d_hidden = d_attn = 448 give 7,722,240.
@@ -70,11 +71,8 @@ def install(s: RunResult, kind: str, amp_dtype, rnn: dict) -> None:
 
 # %% ../notebooks/A6_equal_time.ipynb #337be3e6
 def val_nll(s: RunResult) -> float:
-    "Validation cross-entropy per target token (no smoothing, dropout off)."
-    nll = LabelSmoothingLoss(s.tokenizer.vocab_size, 0.0, pad_id=s.tokenizer.pad_id,
-                             reduction="sum")
-    nll.check_inputs = False
-    return evaluate_loss(s.model, s.val_loader, nll, device=s.device, amp_dtype=s.amp_dtype)
+    "Validation cross-entropy per target token (no smoothing, dropout off), as the capstone's."
+    return validation_loss(s.model, s.val_loader, s.device, s.amp_dtype)
 
 
 def train_for_budget(s: RunResult, points: int, clip: float | None) -> list[dict]:
