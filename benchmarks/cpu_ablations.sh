@@ -5,7 +5,8 @@
 # split (all 1,014 sentences, greedy). Rows train in float32 (--no-amp), as the first rows did,
 # except the row that turns the recipe's mixed precision on. One thread per row, so two rows can
 # share a 2-core machine without slowing each other: `bash benchmarks/cpu_ablations.sh ROW...`, ROW from the list below.
-# Each run writes results/ablations/ROW.json (the run's record); chapter 18 reads them.
+# Each run writes results/ablations/ROW.json (the run's record; SEED=N writes ROW.seedN.json, the same
+# row from another seed of the weights, dropout and batch order); chapter 18 reads them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS="--time-budget-s 0 --max-steps 458 --test-sentences 50 --no-progress --no-amp"
@@ -27,12 +28,14 @@ declare -A ROWS=(
   [d_ff_2048]="--d-ff 2048"
   [bf16]="--amp"
 )
+SEED=${SEED:-0}
+suffix=$([[ $SEED == 0 ]] && echo "" || echo ".seed$SEED")
 mkdir -p results/ablations
 for row in "$@"; do
   [[ -v ROWS[$row] ]] || { echo "unknown row $row; rows: ${!ROWS[*]}" >&2; exit 2; }
   out=$(mktemp -d)
   # shellcheck disable=SC2086
   OMP_NUM_THREADS=1 python -m transformer_lib.train --preset cpu-30min --out-dir "$out/run" \
-    --results "results/ablations/$row.json" $STEPS ${ROWS[$row]}
+    --results "results/ablations/$row$suffix.json" --seed "$SEED" $STEPS ${ROWS[$row]}
   rm -rf "$out"
 done
