@@ -12,9 +12,11 @@
 #   gpu30s      python -m transformer_lib.train --preset gpu-30s        -> gpu-30s.json       70 s
 #               (ended after 55 s)
 #   parity      benchmarks/parity.py --preset gpu, 1,000 updates (about 21 epochs), ours and
-#               nn.Transformer at once on the one GPU (a fixed number of updates, so sharing the GPU
-#               changes time, not results), greedy and beam-4 BLEU     -> gpu-parity.json   170 s
-#               (ended after 108 s)
+#               nn.Transformer for seeds $PARITY_SEEDS (default 3 4 5), all at once on the one GPU
+#               (a fixed number of updates, so sharing the GPU changes time, not results), greedy
+#               and beam-4 BLEU, each also decoded in float32 with the output lengths; joined with
+#               seeds 0-2 of results/gpu-parity.json                 -> gpu-parity.json   240 s
+#               (one seed, 2 processes: 108 s; two seeds, 4 processes: ~140 s)
 #   seeds       benchmarks/parity.py at the cpu-30min recipe's shape (pre-LN, d 256, 3+3, 1,024-token
 #               batches), float32, 500 updates, seeds 0-4, ours and nn.Transformer: ten small
 #               processes at once on the one GPU, joined into one record with a verdict per seed and
@@ -82,13 +84,16 @@ if [ "$tiny" = 1 ]; then
   quick=("${small[@]}" --time-budget-s 3 --eval-sentences 10 --test-sentences 10 --beam-size 2)
   gpu30s=(--preset gpu-30s "${quick[@]}")
   gpu5=(--preset gpu "${quick[@]}")
-  parity=(--preset gpu "${small[@]}" --updates 8 --val-sentences 8 --beam 2)
+  parity=(--preset gpu "${small[@]}" --updates 8 --val-sentences 8 --beam 2 --decode-float32)
+  parity_seeds="0"; parity_prior=""
   seeds=(--preset cpu-30min "${small[@]}" --updates 4 --val-sentences 6); seed_list="0 1"
   throughput=(--tiny --device cpu)
 else
   gpu30s=(--preset gpu-30s)
   gpu5=(--preset gpu --eval-every 0)
-  parity=(--preset gpu --updates 1000 --beam 4)
+  parity=(--preset gpu --updates 1000 --beam 4 --decode-float32)
+  # seeds 0-2 are in results/gpu-parity.json (2026-11-26); new seeds join them in one record
+  parity_seeds=${PARITY_SEEDS:-3 4 5}; parity_prior=results/gpu-parity.json
   seeds=(--preset cpu-30min --device cuda --no-amp --updates 500); seed_list="0 1 2 3 4"
   throughput=(--steps 40 --rounds 3)
 fi
@@ -96,17 +101,26 @@ fi
 step gpu30s 70 "$PY" -m transformer_lib.train "${gpu30s[@]}" --no-progress \
   --out-dir "$runs/gpu-30s" --results "$out/gpu-30s.json"
 
-parity_both() {   # ours and nn.Transformer at once, one process each, then one record of both
-  "$PY" benchmarks/parity.py "${parity[@]}" --models ours --json "$runs/parity-ours.json" &
-  "$PY" benchmarks/parity.py "${parity[@]}" --models nn.Transformer --json "$runs/parity-ref.json"
-  local rc=$?
-  wait $! || rc=$?
-  [ "$rc" = 0 ] && "$PY" benchmarks/parity.py --combine "$runs/parity-ours.json" \
-    "$runs/parity-ref.json" --json "$out/gpu-parity.json"
+parity_both() {   # ours and nn.Transformer at every seed at once, one process each; one record
+  local files=() m sd rc=0
+  for sd in $PARITY_SEEDS; do
+    for m in ours nn.Transformer; do
+      "$PY" benchmarks/parity.py "${parity[@]}" --seed "$sd" --models "$m" \
+        --json "$runs/parity-$m-$sd.json" > "$runs/parity-$m-$sd.log" 2>&1 &
+      files+=("$runs/parity-$m-$sd.json")
+    done
+  done
+  for job in $(jobs -p); do wait "$job" || rc=$?; done
+  tail -n 12 "$runs"/parity-*.log
+  [ "$rc" = 0 ] || return "$rc"
+  # joined with the earlier seeds if the recipe is still theirs, else on their own
+  "$PY" benchmarks/parity.py --combine $PARITY_PRIOR "${files[@]}" --json "$out/gpu-parity.json" \
+    || "$PY" benchmarks/parity.py --combine "${files[@]}" --json "$out/gpu-parity.json"
 }
 # `timeout` runs a program, not a shell function: hand the function and its flags to a new bash.
-export PY runs out PARITY_FLAGS="${parity[*]}"
-step parity 170 bash -c "$(declare -f parity_both)"'; parity=($PARITY_FLAGS); parity_both'
+export PY runs out PARITY_FLAGS="${parity[*]}" PARITY_SEEDS="$parity_seeds" \
+  PARITY_PRIOR="$parity_prior"
+step parity 240 bash -c "$(declare -f parity_both)"'; parity=($PARITY_FLAGS); parity_both'
 
 seeds_all() {   # ours and nn.Transformer at every seed, one process each, all at once; one record
   local files=() m sd

@@ -12,8 +12,10 @@ model give the same numbers whatever the machine is doing; sharing a GPU changes
 Reported for each model: the training loss of every update (label-smoothed, dropout on), its
 mean over windows of 100 updates, the validation NLL (per target token, no smoothing, dropout
 off) and validation BLEU (greedy, and beam search with --beam, scored as the capstone scores),
-target tokens/s. Parity means: at equal updates our validation NLL is within 1% of
-nn.Transformer's and our BLEU within 0.5 of its (or above either).
+target tokens/s; per decoding, the output's length against the references' and the brevity
+penalty, and with --decode-float32 the same decodings in float32. Parity means: at equal updates
+our validation NLL is within 1% of nn.Transformer's and our BLEU within 0.5 of its (or above
+either).
 
 The models (--models, in the order given):
 * `ours`: the capstone's model as it ships (`train.build_model`).
@@ -46,6 +48,7 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
+import sacrebleu
 import torch
 
 from transformer_lib import model as model_module
@@ -66,7 +69,7 @@ from transformer_lib.train import (
 from transformer_lib.training import evaluate_loss
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_throughput import TorchReference  # noqa: E402  (a sibling script, not a package)
+from train_throughput import TorchReference, precision  # noqa: E402  (a sibling script)
 
 MODELS = ("ours", "nn.Transformer", "ours-per-block-qkv", "ours-from-torch-init")
 NLL_TOLERANCE, BLEU_TOLERANCE = 0.01, 0.5        # relative, absolute (the parity criterion)
@@ -114,8 +117,23 @@ def window_means(losses: list[float], width: int = WINDOW) -> list[float]:
     return [statistics.fmean(losses[i:i + width]) for i in range(0, len(losses) - width + 1, width)]
 
 
-def train_and_score(s, kind: str, amp_dtype, beam: int) -> dict:
-    "Train one model for the recipe's max_steps, then its validation NLL and BLEU."
+def decode(s, beam_size: int, amp_dtype) -> dict:
+    """Validation BLEU of one decoding of `s.model` under `amp_dtype` (None = float32), with the
+    length of its output against the references' (sacreBLEU's sys_len / ref_len) and the brevity
+    penalty: where two models gain differently from beam search, this says whether one of them
+    ends its hypotheses early."""
+    out = timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=beam_size,
+                     alpha=s.recipe.length_penalty, device=s.device, amp_dtype=amp_dtype)
+    stats = sacrebleu.BLEU(tokenize="13a").corpus_score(out["hypotheses"],
+                                                         [[en for _, en in s.val_pairs]])
+    return {"bleu": out["bleu"], "precision": precision(amp_dtype),
+            "length_ratio": stats.sys_len / stats.ref_len, "brevity_penalty": stats.bp,
+            "signature": out["signature"]}
+
+
+def train_and_score(s, kind: str, amp_dtype, beam: int, decode_float32: bool = False) -> dict:
+    """Train one model for the recipe's max_steps, then its validation NLL and BLEU; with
+    `decode_float32`, each decoding once more in float32 (a diagnostic, not judged)."""
     install(s, kind, amp_dtype)
     print(f"{kind}: training for {s.recipe.max_steps} updates ...", file=sys.stderr, flush=True)
     fit(s)
@@ -123,17 +141,18 @@ def train_and_score(s, kind: str, amp_dtype, beam: int) -> dict:
                              reduction="sum")
     nll.check_inputs = False
     val_nll = evaluate_loss(s.model, s.val_loader, nll, device=s.device, amp_dtype=s.amp_dtype)
-    bleu = {f"beam_{k}" if k > 1 else "greedy":
-            timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=k,
-                       alpha=s.recipe.length_penalty, device=s.device, amp_dtype=s.amp_dtype)
-            for k in ((1, beam) if beam > 1 else (1,))}
+    sizes = (1, beam) if beam > 1 else (1,)
+    precisions = {"": s.amp_dtype, **({"_float32": None} if decode_float32 else {})}
+    decoding = {(f"beam_{k}" if k > 1 else "greedy") + suffix: decode(s, k, amp)
+                for suffix, amp in precisions.items() for k in sizes}
+    bleu = {name: d["bleu"] for name, d in decoding.items() if not name.endswith("_float32")}
     losses = [h["loss"] for h in s.history]                      # log_every = 1: one per update
     tokens = sum(h["tokens"] for h in s.history)
     return {"model": kind, "seed": s.recipe.seed, "parameters": s.n_params, "steps": s.step,
             "epochs": s.step / s.steps_per_epoch, "training_seconds": s.train_seconds,
             "target_tokens_per_s": tokens / s.train_seconds,
-            "val_nll": val_nll, "bleu": {name: b["bleu"] for name, b in bleu.items()},
-            "signature": bleu["greedy"]["signature"],
+            "val_nll": val_nll, "bleu": bleu,
+            "signature": decoding["greedy"]["signature"], "decoding": decoding,
             f"train_loss_mean_per_{WINDOW}": [round(x, 4) for x in window_means(losses)],
             "train_loss": [round(x, 4) for x in losses]}
 
@@ -187,6 +206,9 @@ def parse_args(argv=None):
                    help="validation sentences for NLL and BLEU (0 = all 1,014)")
     p.add_argument("--beam", type=int, default=0,
                    help="also beam search of this size (0 or 1 = greedy only; default 0)")
+    p.add_argument("--decode-float32", action="store_true",
+                   help="also decode in float32 (per run under 'decoding', with output lengths; "
+                        "not judged): tells rounding in the recipe's precision from the model")
     p.add_argument("--combine", nargs="+", metavar="RECORD",
                    help="train nothing: join these records' runs and judge parity")
     p.add_argument("--json", help="also write the record to this file")
@@ -212,6 +234,11 @@ def report(record: dict) -> None:
               f"{statistics.fmean(x['train_loss'][-WINDOW:]):8.3f} "
               f"{x['val_nll']:7.3f} {x['bleu']['greedy']:6.1f} "
               + (f"{beam:6.1f}" if beam is not None else f"{'-':>6s}"))
+    for x in record["runs"]:
+        if "decoding" in x:        # records from before the decoding diagnostics have none
+            print(f"{x['model']:20s} {x.get('seed', 0):4d} output length / references': "
+                  + ", ".join(f"{k} {d['length_ratio']:.3f} (BLEU {d['bleu']:.1f})"
+                              for k, d in x["decoding"].items()))
     v = record.get("verdict")
     for seed, w in (v or {}).get("per_seed", {}).items():
         print(f"seed {seed}: val NLL ratio {w['val_nll_ratio']:.4f}")
@@ -254,7 +281,8 @@ def main(argv=None) -> dict:
                 r = s.recipe = dataclasses.replace(r, max_steps=args.updates_in_epochs
                                                    * s.steps_per_epoch)
             amp_dtype = s.amp_dtype
-            runs = [train_and_score(s, kind, amp_dtype, args.beam) for kind in args.models]
+            runs = [train_and_score(s, kind, amp_dtype, args.beam, args.decode_float32)
+                    for kind in args.models]
         record = {**provenance(s.device, 1, s.commit),
                   "task": "Multi30k task 1, German→English, validation split",
                   "command_line": args.command_line, "recipe": dataclasses.asdict(r),

@@ -138,12 +138,20 @@ def test_parity_smoke_is_deterministic_per_update(tmp_path):
     flags = ("--preset", "cpu-tiny", "--train-pairs", "400", "--vocab-size", "500", "--updates",
              "6", "--val-sentences", "6")
     rec, out = run_script("parity.py", *flags, "--models", "ours", "nn.Transformer",
-                          "ours-per-block-qkv", out=tmp_path / "a.json")
+                          "ours-per-block-qkv", "--decode-float32", out=tmp_path / "a.json")
     assert [x["model"] for x in rec["runs"]] == ["ours", "nn.Transformer", "ours-per-block-qkv"]
     assert rec["precision"] == "float32" and rec["recipe"]["max_steps"] == 6
     for x in rec["runs"]:
         assert x["steps"] == 6 and len(x["train_loss"]) == 6 and x["val_nll"] > 0
         assert set(x["bleu"]) == {"greedy"} and x["target_tokens_per_s"] > 0
+        # what each decoding produced, and the same decoding again in float32: trained in float32,
+        # the second decoding repeats the first exactly
+        d = x["decoding"]
+        assert set(d) == {"greedy", "greedy_float32"}
+        assert d["greedy"]["bleu"] == x["bleu"]["greedy"] == d["greedy_float32"]["bleu"]
+        assert d["greedy"]["precision"] == d["greedy_float32"]["precision"] == "float32"
+        assert d["greedy"]["length_ratio"] == d["greedy_float32"]["length_ratio"] > 0
+        assert 0 < d["greedy"]["brevity_penalty"] <= 1
     ours, ref, wide = rec["runs"]
     assert ours["train_loss"][0] != wide["train_loss"][0]       # another start, another first loss
     v = rec["verdict"]
@@ -181,6 +189,8 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
     assert [x["model"] for x in parity["runs"]] == ["ours", "nn.Transformer"]
     assert parity["verdict"]["updates"] == 8 and set(parity["runs"][0]["bleu"]) == {"greedy",
                                                                                   "beam_2"}
+    assert set(parity["runs"][0]["decoding"]) == {"greedy", "beam_2", "greedy_float32",
+                                                  "beam_2_float32"}
     seeds = json.loads((tmp_path / "gpu-parity-cpu-30min-seeds.json").read_text())
     assert sorted((x["seed"], x["model"]) for x in seeds["runs"]) == [
         (0, "nn.Transformer"), (0, "ours"), (1, "nn.Transformer"), (1, "ours")]
