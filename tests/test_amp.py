@@ -3,6 +3,7 @@ scaler below it (Colab's T4 is 7.5), float32 on the CPU. The capability is mocke
 the CPU."""
 import importlib
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,23 @@ def test_git_commit_from_the_environment_wins_over_a_stale_git(monkeypatch):
     from transformer_lib import engineering
     monkeypatch.setenv("GIT_COMMIT", "4948cac")
     assert engineering.git_commit() == "4948cac"
+
+
+def test_git_commit_counts_code_not_records(tmp_path, monkeypatch):
+    """Rows of a benchmark run one after another in one checkout: the records the earlier rows
+    wrote under results/ are outputs, not code, and must not mark the later rows '-dirty'."""
+    from transformer_lib import engineering
+    monkeypatch.delenv("GIT_COMMIT", raising=False)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "row.json").write_text("{}\n")
+    (tmp_path / "model.py").write_text("x = 1\n")
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "start"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    sha = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert engineering.git_commit(tmp_path) == sha
+    (tmp_path / "results" / "row.json").write_text('{"bleu": 1}\n')         # a record rewritten
+    assert engineering.git_commit(tmp_path) == sha
+    (tmp_path / "model.py").write_text("x = 2\n")                            # the code changed
+    assert engineering.git_commit(tmp_path) == sha + "-dirty"

@@ -336,18 +336,20 @@ def undo_on_error(directory: str | os.PathLike, names: Iterable[str],
         raise
 
 # %% ../notebooks/A4_engineering.ipynb #da5957d2
-def git_commit() -> str | None:
+def git_commit(root: str | os.PathLike | None = None) -> str | None:
     """The commit the code runs from: the environment variable GIT_COMMIT where it is set (a copy
-    sent to another machine, whose .git may be missing or stale), else the repository's HEAD (with
-    '-dirty' if it has changes), else None."""
+    sent to another machine, whose .git may be missing or stale), else the HEAD of the repository
+    at `root` (default: the one holding this package), with '-dirty' if its tracked files changed
+    outside `results/` (records that earlier runs wrote are outputs, not code), else None."""
     if os.environ.get("GIT_COMMIT"):
         return os.environ["GIT_COMMIT"]
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[1] if root is None else Path(root)
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)results"], cwd=root, capture_output=True, text=True,
+                               timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return None
