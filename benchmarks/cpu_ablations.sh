@@ -3,7 +3,8 @@
 # one epoch's worth of updates of the recipe's batches (458 updates of <= 1,024 padded positions; the
 # budget schedule decays over the updates instead of over the time) and scored on the validation
 # split (all 1,014 sentences, greedy). Rows train in float32 (--no-amp), as the first rows did,
-# except the row that turns the recipe's mixed precision on. One thread per row, so two rows can
+# except the row that turns the recipe's mixed precision on (bf16: only on a CPU with bfloat16
+# instructions; elsewhere it repeats base, and chapter 18's table leaves it out). One thread per row, so two rows can
 # share a 2-core machine without slowing each other: `bash benchmarks/cpu_ablations.sh ROW...`, ROW from the list below.
 # Each run writes results/ablations/ROW.json (the run's record; SEED=N writes ROW.seedN.json, the same
 # row from another seed of the weights, dropout and batch order); chapter 18 reads them.
