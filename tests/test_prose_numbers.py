@@ -55,6 +55,7 @@ SHIPPED = record("multi30k-cpu-30min.shipped.json")
 THROUGHPUT = record("train-throughput-cpu.json")
 ABLATIONS = {p.stem: json.loads(p.read_text())      # base, base.seed1, ... (not earlier/)
              for p in sorted((RESULTS / "ablations").glob("*.json"))}
+RNN_30 = record("rnn-vs-transformer-cpu-1797s.json")
 EQUAL_TIME = sorted((json.loads(p.read_text())
                      for p in RESULTS.glob("bleu-at-equal-time-cpu*.json")),
                     key=lambda r: r["budget_s"])
@@ -340,6 +341,20 @@ QUOTES = [
            "x": lambda: ex1_learning_rate() / warmup_lr(PAPER_WARMUP, EX1_WIDTH, PAPER_WARMUP),
            "w": lambda: PAPER_WARMUP, "w2": lambda: PAPER_WARMUP,
            "peak": lambda: warmup_lr(PAPER_WARMUP, EX1_WIDTH, PAPER_WARMUP)}),
+    # ---------------------------------------------------------------- chapter 20
+    Quote("notebooks/20_recurrent_baseline.ipynb",
+          rf"--budget-s (?P<t1>{NUM}) --json results/rnn-vs-transformer-cpu-(?P<t2>{NUM})s\.json "
+          rf"``` The second trains each model for the `cpu-30min` recipe's whole training budget, "
+          rf"(?P<t3>{NUM}) seconds, so the pair takes a little over an hour",
+          {"t1": lambda: CPU.time_budget_s, "t2": lambda: RNN_30["budget_s"],
+           "t3": lambda: CPU.time_budget_s},
+          lambda: 3600 < 2 * CPU.time_budget_s + 600 < 4500),
+    Quote("notebooks/20_recurrent_baseline.ipynb",
+          rf"The second record trains each model for (?P<t>{NUM}) seconds, the training budget of "
+          rf"the `cpu-30min` recipe, on the same (?P<c>two) cores in float32",
+          {"t": lambda: RNN_30["budget_s"], "c": lambda: threads(RNN_30["device"])},
+          lambda: (RNN_30["budget_s"] == CPU.time_budget_s
+                   and {x["precision"] for x in RNN_30["runs"]} == {"float32"})),
     # ---------------------------------------------------------------- chapter 00 and book/intro.md
     Quote("notebooks/00_introduction.ipynb",
           r"a German→English translator, trained for (?P<m>thirty) minutes on a CPU",
