@@ -57,6 +57,7 @@ from transformer_lib.interop import from_torch
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import parse_args as recipe_args
+from transformer_lib.text import SACREBLEU_SETTINGS
 from transformer_lib.train import (
     _prepare_model,
     budget_progress,
@@ -124,8 +125,8 @@ def decode(s, beam_size: int, amp_dtype) -> dict:
     ends its hypotheses early."""
     out = timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=beam_size,
                      alpha=s.recipe.length_penalty, device=s.device, amp_dtype=amp_dtype)
-    stats = sacrebleu.BLEU(tokenize="13a").corpus_score(out["hypotheses"],
-                                                         [[en for _, en in s.val_pairs]])
+    stats = sacrebleu.BLEU(**SACREBLEU_SETTINGS).corpus_score(out["hypotheses"],
+                                                              [[en for _, en in s.val_pairs]])
     return {"bleu": out["bleu"], "precision": precision(amp_dtype),
             "length_ratio": stats.sys_len / stats.ref_len, "brevity_penalty": stats.bp,
             "signature": out["signature"]}

@@ -218,6 +218,18 @@ def test_corpus_bleu_signature_and_errors():
         corpus_bleu([], [])
 
 
+def test_corpus_bleu_reads_its_setting_from_one_place(monkeypatch):
+    # benchmarks that need sacreBLEU's lengths (parity.py) score with SACREBLEU_SETTINGS too
+    import sacrebleu
+
+    from transformer_lib import text
+    hyp, ref = ["a man rides a bike."], ["A man rides a bike."]
+    assert corpus_bleu(hyp, ref).score == sacrebleu.BLEU(**text.SACREBLEU_SETTINGS).corpus_score(
+        hyp, [ref]).score < 100.0
+    monkeypatch.setitem(text.SACREBLEU_SETTINGS, "lowercase", True)
+    assert corpus_bleu(hyp, ref).score == pytest.approx(100.0)
+
+
 # --- the tokenizer's edges (issue 25) -------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_tok():

@@ -25,9 +25,9 @@ def _require(module: str):
                                   '"transformer-lib[nlp]"', name=e.name) from e
 
 # %% auto #0
-__all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'pretokenize', 'learn_bpe',
-           'apply_bpe', 'SubwordTokenizer', 'train_joint_tokenizer', 'round_trip_rate', 'encode_pairs',
-           'check_token_ids', 'ngram_counts', 'bleu_from_tokens', 'BleuResult', 'corpus_bleu']
+__all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'SACREBLEU_SETTINGS',
+           'pretokenize', 'learn_bpe', 'apply_bpe', 'SubwordTokenizer', 'train_joint_tokenizer', 'round_trip_rate',
+           'encode_pairs', 'check_token_ids', 'ngram_counts', 'bleu_from_tokens', 'BleuResult', 'corpus_bleu']
 
 # %% ../notebooks/17_subwords_and_bleu.ipynb #d01cc835
 WORD_START = "\u2581"  # '▁': marks the start of a word, so spaces survive tokenization
@@ -373,6 +373,11 @@ def bleu_from_tokens(hypotheses: Sequence[Sequence[str]], references: Sequence[S
     return 100.0 * bp * math.exp(log_p / max_order)
 
 # %% ../notebooks/17_subwords_and_bleu.ipynb #3122a9d3
+# sacrebleu.BLEU's arguments for every BLEU in this book: cased, 13a tokenization (exp smoothing is
+# its default); a script that needs more than the score (lengths, brevity penalty) scores with these
+SACREBLEU_SETTINGS = {"tokenize": "13a", "lowercase": False}
+
+
 class BleuResult(NamedTuple):
     "A corpus BLEU score (0-100) and the sacreBLEU signature that makes it reproducible."
     score: float
@@ -391,6 +396,6 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuRes
         raise ValueError(f"got {len(hypotheses)} hypotheses but {len(references)} references")
     if not references:
         raise ValueError("hypotheses and references must not be empty")
-    bleu = sacrebleu.BLEU(tokenize="13a", lowercase=False)
+    bleu = sacrebleu.BLEU(**SACREBLEU_SETTINGS)
     result = bleu.corpus_score(list(hypotheses), [list(references)])
     return BleuResult(float(result.score), str(bleu.get_signature()))
