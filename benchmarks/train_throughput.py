@@ -101,6 +101,39 @@ class TorchReference(nn.Module):
         self.out = nn.Linear(d_model, vocab, bias=False)
         self.out.weight = self.embed.weight
 
+    @classmethod
+    def from_ours(cls, model: nn.Module) -> TorchReference:
+        """nn.Transformer holding the weights of our `Transformer` `model`, in eval mode: the same
+        function (a post-LN model of ours has no final LayerNorms, so they are removed here too),
+        to compare what is computed around the model, e.g. the decoders, on equal weights."""
+        c = model.config
+        if not (c.share_embeddings and c.tie_output and c.positional == "sinusoidal"):
+            raise ValueError("TorchReference shares one matrix for source and target embeddings "
+                             "and the output layer, with sinusoidal positions; this model has "
+                             f"share_embeddings={c.share_embeddings}, tie_output={c.tie_output}, "
+                             f"positional={c.positional!r}")
+        ref = cls(c.tgt_vocab_size, c.d_model, c.n_heads, c.n_layers, c.d_ff, c.dropout,
+                  c.norm_first, pad_id=c.pad_id, max_len=c.max_len)
+        if not c.norm_first:
+            ref.core.encoder.norm = ref.core.decoder.norm = None
+        for m in ref.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.eps = c.eps
+        norms = {"encoder": {"residual_attn": "norm1", "residual_ffn": "norm2"},
+                 "decoder": {"residual_self": "norm1", "residual_cross": "norm2",
+                             "residual_ffn": "norm3"}}
+        state = {"embed.weight": model.src_embed.weight, "out.weight": model.src_embed.weight}
+        for key, value in model.state_dict().items():
+            stack = key.split(".")[0]
+            if stack not in norms:
+                continue                              # the embeddings and the tied output layer
+            for mine, theirs in (*((f"{r}.norm.", f"{n}.") for r, n in norms[stack].items()),
+                                 *_RENAMES):
+                key = key.replace(mine, theirs)
+            state["core." + key] = value
+        ref.load_state_dict(state)
+        return ref.to(model.src_embed.weight).eval()
+
     def _embed(self, tokens):                                            # (B, L) -> (B, L, d_model)
         return self.pos(self.embed(tokens) * math.sqrt(self.d_model))
 
@@ -127,6 +160,12 @@ class TorchReference(nn.Module):
         h = self.core.decoder(self._embed(tgt), memory, tgt_mask=_causal(tgt.shape[1], tgt.device),
                               memory_key_padding_mask=~src_mask[:, 0, 0], tgt_is_causal=True)
         return self.out(h[:, -new:])
+
+
+# our parameter names -> nn.Transformer's (the LayerNorms depend on the stack: see from_ours)
+_RENAMES = (("in_proj.weight", "in_proj_weight"), ("in_proj.bias", "in_proj_bias"),
+            ("cross_attn.", "multihead_attn."), ("feed_forward.w_1.", "linear1."),
+            ("feed_forward.w_2.", "linear2."))
 
 
 def _causal(n: int, device) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 from transformer_lib import data
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.engineering import amp_settings
+from transformer_lib.model import Transformer, TransformerConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -78,6 +79,39 @@ def test_reference_embedding_initialised_like_ours():
     model = TorchReference(4000, 64, 2, 1, 64, 0.0, True)
     assert model.out.weight is model.embed.weight
     assert abs(model.embed.weight.std().item() - 64 ** -0.5) < 0.01
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_reference_from_ours_computes_our_function(norm_first):
+    """TorchReference.from_ours puts our weights into nn.Transformer: the same logits (a post-LN
+    model of ours has no final LayerNorms, so the copy has none either)."""
+    torch.manual_seed(0)
+    cfg = TransformerConfig.base(50, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                                 norm_first=norm_first)
+    ours = Transformer(cfg).eval()
+    ref = TorchReference.from_ours(ours)
+    g = torch.Generator().manual_seed(1)
+    src, tgt = torch.randint(3, 50, (3, 7), generator=g), torch.randint(3, 50, (3, 5), generator=g)
+    src[0, 5:] = 0
+    with torch.no_grad():
+        torch.testing.assert_close(ref(src, tgt), ours(src, tgt), atol=1e-5, rtol=1e-5)
+    assert (ref.core.encoder.norm is None) == (not norm_first) and not ref.training
+    with pytest.raises(ValueError, match="shares one matrix"):
+        TorchReference.from_ours(Transformer(TransformerConfig(50, 50, 16, 2, 1, 32)))
+
+
+@needs_data
+def test_reference_translates_as_ours_with_the_books_translator():
+    """With the book's translator's weights, nn.Transformer (prefix recomputed at every step) and
+    ours (KV cache, reordered between beams) give the same translations, greedy and beam 4, in
+    float32: the decoding paths do not differ."""
+    from transformer_lib.train import translate
+    ours, tok, _ = data.load_translator()
+    ref = TorchReference.from_ours(ours)
+    german = [de for de, _ in data.load_multi30k("val")[:24]]
+    for beam in (1, 4):
+        mine, theirs = (translate(m, tok, german, beam_size=beam, alpha=1.2) for m in (ours, ref))
+        assert mine == theirs and len(set(mine)) > 20
 
 
 @needs_data
