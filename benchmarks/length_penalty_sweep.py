@@ -2,7 +2,8 @@
 
     python benchmarks/length_penalty_sweep.py --json results/length-penalty-val.json
 
-Translates all 1,014 validation sentences of Multi30k with the weights `load_translator()` reads,
+Translates all 1,014 validation sentences of Multi30k with the weights `load_translator()` reads
+(or, with `--run-dir RUN_DIR`, those a training run wrote: RUN_DIR/model.pt and tokenizer.json),
 greedily and with beam search for every (beam, alpha) pair given, and prints sacreBLEU for each.
 The test split is never looked at: the `cpu-30min` preset's `length_penalty` is chosen from a table
 like this one, and test_2016_flickr is scored once, with that choice. Chapter 18 prints the record.
@@ -12,13 +13,26 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import sacrebleu
 import torch
 
 from transformer_lib.data import load_multi30k, load_translator
 from transformer_lib.engineering import git_commit, provenance, write_json
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.optimization import read_checkpoint
+from transformer_lib.text import SubwordTokenizer
 from transformer_lib.train import timed_bleu
+
+
+def load_run(run_dir: str) -> tuple[Transformer, SubwordTokenizer, dict]:
+    "The weights and tokenizer a training run wrote to `run_dir`, and where they came from."
+    ckpt = read_checkpoint(Path(run_dir) / "model.pt")
+    model = Transformer(TransformerConfig(**ckpt["config"]))
+    model.load_state_dict(ckpt["model"])
+    return model.eval(), SubwordTokenizer.load(Path(run_dir) / "tokenizer.json"), {
+        "run_dir": str(run_dir)}
 
 
 def main(argv=None) -> dict:
@@ -27,9 +41,10 @@ def main(argv=None) -> dict:
     p.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.6, 1.0, 1.2, 1.4, 1.8])
     p.add_argument("--sentences", type=int, default=0,
                    help="first N validation sentences (0 = all)")
+    p.add_argument("--run-dir", help="a training run's directory (default: the shipped weights)")
     p.add_argument("--json", help="write the record to this file")
     args = p.parse_args(argv)
-    model, tok, info = load_translator()
+    model, tok, info = load_run(args.run_dir) if args.run_dir else load_translator()
     pairs = load_multi30k("val")[:args.sentences or None]
     device = torch.device("cpu")
     record = {**provenance(device, 1, git_commit()), "translator": info, "split": "val",

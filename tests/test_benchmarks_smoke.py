@@ -2,7 +2,7 @@
 configurations run end to end in a subprocess and write a JSON record with the fields the book and
 results/ read (the speeds and scores are not checked: they are the measurement); and the
 nn.Transformer reference translates with chapter 15's decoders exactly as its own forward pass
-computes."""
+computes; benchmarks/length_penalty_sweep.py sweeps a training run's own weights."""
 import json
 import os
 import subprocess
@@ -262,3 +262,31 @@ def test_rnn_vs_transformer_smoke(tmp_path):
         assert set(run["seconds_per_update"]) == {"encoder", "decoder", "backward", "optimizer"}
         assert all(v > 0 for v in run["seconds_per_update"].values())
     assert "transformer" in out and "gru" in out
+
+
+@needs_data
+def test_length_penalty_sweep_reads_a_training_runs_directory(tmp_path):
+    """`--run-dir` sweeps the weights a run wrote (RUN_DIR/model.pt, tokenizer.json), not the
+    shipped translator: the record names the directory, and greedy decoding of those weights gives
+    the BLEU the sweep reports."""
+    from length_penalty_sweep import main as sweep
+
+    from transformer_lib.optimization import save_checkpoint
+    from transformer_lib.text import SubwordTokenizer
+    from transformer_lib.train import timed_bleu
+    pairs = data.load_multi30k("val")[:4]
+    tok = SubwordTokenizer.train([s for pair in data.load_multi30k("train")[:300] for s in pair],
+                                 vocab_size=400)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.base(tok.vocab_size, d_model=16, n_heads=2, n_layers=1,
+                                               d_ff=32)).eval()
+    save_checkpoint(tmp_path / "model.pt", model)
+    tok.save(tmp_path / "tokenizer.json")
+    rec = sweep(["--run-dir", str(tmp_path), "--sentences", "4", "--beams", "2", "--alphas", "0.6",
+                 "--json", str(tmp_path / "sweep.json")])
+    assert rec["translator"] == {"run_dir": str(tmp_path)} and rec["sentences"] == 4
+    assert [(r["beam_size"], r["alpha"]) for r in rec["rows"]] == [(1, 0.0), (2, 0.6)]
+    greedy = timed_bleu(model, tok, pairs, beam_size=1, alpha=0.0, device=torch.device("cpu"),
+                        amp_dtype=None)
+    assert rec["rows"][0]["bleu"] == greedy["bleu"]
+    assert json.loads((tmp_path / "sweep.json").read_text())["rows"] == rec["rows"]
