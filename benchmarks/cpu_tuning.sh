@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 declare -A TRIALS=(
   [layers_2_dropout_0]="--n-layers 2 --dropout 0 --attn-dropout 0 --ffn-dropout 0"
   [layers_2_residual_dropout]="--n-layers 2 --dropout 0.1 --attn-dropout 0 --ffn-dropout 0"
+  [residual_dropout]="--dropout 0.1 --attn-dropout 0 --ffn-dropout 0"
 )
 mkdir -p results/tuning
 for trial in "$@"; do
