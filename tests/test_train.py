@@ -833,3 +833,28 @@ def test_the_runs_helpers_take_what_they_use(tmp_path):
                             test_greedy=test, test_beam=test)
     assert (record["target_tokens_per_s"], record["test_2016_flickr"]["sentences"]) == (10.0, 3)
     assert list(record)[:4] == ["task", "measured", "precision", "recipe"]
+
+
+def test_tuning_records_are_what_cpu_tuning_sh_runs():
+    """Each results/tuning/TRIAL.json (chapter 18 prints them) is the cpu-30min preset with the
+    flags benchmarks/cpu_tuning.sh gives TRIAL, trained for the preset's budget from a clean commit,
+    with its training log and its validation sweep beside it."""
+    root = Path(__file__).resolve().parents[1]
+    script = (root / "benchmarks" / "cpu_tuning.sh").read_text()
+    trials = dict(re.findall(r'^  \[(\w+)\]="([^"]*)"$', script, re.MULTILINE))
+    records = sorted(p for p in (root / "results" / "tuning").glob("*.json")
+                     if not p.name.endswith((".history.json", ".val-beam.json")))
+    assert records and len(trials) >= 3
+    where = ("progress", "out_dir", "results")
+    for path in records:
+        name = path.name.removesuffix(".json")
+        rec = json.loads(path.read_text())
+        expected, _ = parse_args(["--preset", "cpu-30min", "--no-progress", *trials[name].split()])
+        assert {k: v for k, v in rec["recipe"].items() if k not in where} == {
+            k: v for k, v in dataclasses.asdict(expected).items() if k not in where}, name
+        assert rec["training_seconds"] <= 1800 and not rec["git_commit"].endswith("-dirty")
+        log = json.loads((path.parent / f"{name}.history.json").read_text())["history"]
+        assert log[-1]["step"] == rec["steps"]
+        sweep = json.loads((path.parent / f"{name}.val-beam.json").read_text())
+        assert sweep["split"] == "val" and sweep["sentences"] == 1014
+        assert {(r["beam_size"], r["alpha"]) for r in sweep["rows"]} >= {(1, 0.0), (4, 1.2)}
