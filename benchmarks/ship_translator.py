@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import torch
+from length_penalty_sweep import load_run  # a sibling script: `python benchmarks/...` finds it
 
 from transformer_lib.data import (
     TRANSLATOR_NAME,
@@ -26,9 +27,6 @@ from transformer_lib.data import (
     save_translator,
     sha256_of,
 )
-from transformer_lib.model import Transformer, TransformerConfig
-from transformer_lib.optimization import read_checkpoint
-from transformer_lib.text import SubwordTokenizer
 from transformer_lib.train import timed_bleu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,10 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 def main(run_dir: str, record_path: str) -> None:
     run_dir, record_path = Path(run_dir), Path(record_path).resolve()
     record = json.loads(record_path.read_text())
-    ckpt = read_checkpoint(run_dir / "model.pt")
-    model = Transformer(TransformerConfig(**ckpt["config"]))
-    model.load_state_dict(ckpt["model"])
-    tokenizer = SubwordTokenizer.load(run_dir / "tokenizer.json")
+    model, tokenizer, _ = load_run(run_dir)
     out = REPO / TRANSLATOR_NAME
     info = {"record": str(record_path.relative_to(REPO)) if record_path.is_relative_to(REPO)
             else record_path.name,
