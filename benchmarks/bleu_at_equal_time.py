@@ -11,8 +11,8 @@ default 4; 0 = greedy only), scored with sacreBLEU as the capstone scores them.
   capstone's `transformer_lib.train.prepare` and `fit`, so the tokenizer, the token-count batches
   (same seed: each model sees the batches in the same order, as many as it gets through), Adam, the
   learning-rate schedule (the budget schedule decays to zero at each model's own end of budget),
-  label smoothing and the time budget are one code path. The recipe's three dropouts are set to its
-  `dropout`, because nn.Transformer has only one.
+  label smoothing and the time budget are one code path. Both models use the recipe's three
+  dropouts (nn.Transformer has one `dropout`; `TorchReference` sets the other two apart).
 * Ours as the capstone runs it: the recipe's precision (bfloat16 autocast where
   `amp_settings(device, cpu_bf16=True)` says the CPU has bf16 instructions), in training and
   decoding.
@@ -74,7 +74,8 @@ def install(s, kind: str, capstone_amp) -> None:
     torch.manual_seed(r.seed)
     s.model = s.trained = TorchReference(s.tokenizer.vocab_size, r.d_model, r.n_heads, r.n_layers,
                                          r.d_ff, r.dropout, r.norm_first,
-                                         pad_id=s.tokenizer.pad_id).to(s.device)
+                                         pad_id=s.tokenizer.pad_id, attn_dropout=r.attn_dropout,
+                                         ffn_dropout=r.ffn_dropout).to(s.device)
     s.amp_dtype = None                                # eager float32, as a user would write it
     s.optimizer = make_optimizer(s.recipe, s.model.parameters())    # as the capstone's
     s.scheduler = make_schedule(s.recipe, s.optimizer,
@@ -131,8 +132,7 @@ def parse_args(argv=None) -> tuple[argparse.Namespace, Recipe]:
 def main(argv=None) -> dict:
     args, r = parse_args(argv)
     with tempfile.TemporaryDirectory() as out_dir:      # the tokenizer file; nothing is kept
-        r = dataclasses.replace(r, attn_dropout=r.dropout, ffn_dropout=r.dropout,
-                                time_budget_s=args.budget_s,
+        r = dataclasses.replace(r, time_budget_s=args.budget_s,
                                 epochs=0, max_steps=0, average_last=1, checkpoint_every=10**9,
                                 eval_every=0,
                                 eval_sentences=args.val_sentences, progress=sys.stderr.isatty(),

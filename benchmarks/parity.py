@@ -27,7 +27,8 @@ The models (--models, in the order given):
   separates how the models start from what they compute. (The record
   results/parity-cpu-30min-ffn-bias.json came from a kind of commit f815432 that drew the FFN
   biases as nn.Linear does; the model now always does, so the kind is gone.)
-The recipe's three dropouts are set to its `dropout`, since nn.Transformer has only one.
+Both models use the recipe's three dropouts (sub-layer outputs, attention weights, FFN);
+nn.Transformer has one `dropout`, so TorchReference sets the other two apart.
 
   python benchmarks/parity.py --preset cpu-30min --updates 1500 --json results/parity-cpu-30min.json
   python benchmarks/parity.py --preset gpu --updates 960 --beam 4 --json results/gpu-parity.json
@@ -110,7 +111,8 @@ def reference_model(s) -> TorchReference:
     "nn.Transformer at the recipe's sizes, with our embeddings, positions and tied output."
     r = s.recipe
     return TorchReference(s.tokenizer.vocab_size, r.d_model, r.n_heads, r.n_layers, r.d_ff,
-                          r.dropout, r.norm_first, pad_id=s.tokenizer.pad_id)
+                          r.dropout, r.norm_first, pad_id=s.tokenizer.pad_id,
+                          attn_dropout=r.attn_dropout, ffn_dropout=r.ffn_dropout)
 
 
 def window_means(losses: list[float], width: int = WINDOW) -> list[float]:
@@ -272,8 +274,7 @@ def main(argv=None) -> dict:
         record = combine(args.combine)
     else:
         with tempfile.TemporaryDirectory() as out_dir:     # the tokenizer file; nothing is kept
-            r = dataclasses.replace(r, attn_dropout=r.dropout, ffn_dropout=r.dropout,
-                                    time_budget_s=0.0, epochs=0, max_steps=args.updates,
+            r = dataclasses.replace(r, time_budget_s=0.0, epochs=0, max_steps=args.updates,
                                     compile=False, average_last=1, checkpoint_every=10**9,
                                     eval_every=0, log_every=1, eval_sentences=args.val_sentences,
                                     progress=sys.stderr.isatty(), out_dir=out_dir)

@@ -90,7 +90,8 @@ class TorchReference(nn.Module):
     """
 
     def __init__(self, vocab: int, d_model: int, n_heads: int, n_layers: int, d_ff: int,
-                 dropout: float, norm_first: bool, pad_id: int = 0, max_len: int = 256):
+                 dropout: float, norm_first: bool, pad_id: int = 0, max_len: int = 256,
+                 attn_dropout: float | None = None, ffn_dropout: float | None = None):
         super().__init__()
         self.d_model, self.pad_id = d_model, pad_id
         self.embed = nn.Embedding(vocab, d_model)
@@ -98,6 +99,14 @@ class TorchReference(nn.Module):
         self.pos = PositionalEncoding(d_model, max_len, dropout)
         self.core = nn.Transformer(d_model, n_heads, n_layers, n_layers, d_ff, dropout,
                                    batch_first=True, norm_first=norm_first)
+        # nn.Transformer's one `dropout` also drops attention weights and FFN activations; the
+        # recipe sets those two apart (None: the same rate, as nn.Transformer does)
+        for layer in [*self.core.encoder.layers, *self.core.decoder.layers]:
+            for attn in (layer.self_attn, getattr(layer, "multihead_attn", None)):
+                if attn is not None and attn_dropout is not None:
+                    attn.dropout = attn_dropout               # MultiheadAttention keeps a float
+            if ffn_dropout is not None:
+                layer.dropout.p = ffn_dropout                 # between the FFN's two linears
         self.out = nn.Linear(d_model, vocab, bias=False)
         self.out.weight = self.embed.weight
 
@@ -113,7 +122,8 @@ class TorchReference(nn.Module):
                              f"share_embeddings={c.share_embeddings}, tie_output={c.tie_output}, "
                              f"positional={c.positional!r}")
         ref = cls(c.tgt_vocab_size, c.d_model, c.n_heads, c.n_layers, c.d_ff, c.dropout,
-                  c.norm_first, pad_id=c.pad_id, max_len=c.max_len)
+                  c.norm_first, pad_id=c.pad_id, max_len=c.max_len,
+                  attn_dropout=c.attn_dropout, ffn_dropout=c.ffn_dropout)
         if not c.norm_first:
             ref.core.encoder.norm = ref.core.decoder.norm = None
         for m in ref.modules():
@@ -369,7 +379,7 @@ def measure(args, device, specs, batches, vocab):
         torch.manual_seed(0)
         model = build_model(recipe, vocab) if kind == "ours" else TorchReference(
             vocab, args.d_model, args.n_heads, args.n_layers, args.d_ff, args.dropout,
-            args.norm_first)
+            args.norm_first)                        # one dropout rate for all three, as above
         runners.append(Runner(name, model, args, device, amp_dtype, vocab))
         runners[-1].warm_up(batches, args.warmup)
     timed = batches[args.warmup:]

@@ -16,6 +16,7 @@ from transformer_lib import data
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.engineering import amp_settings
 from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.recipe import preset
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -79,6 +80,27 @@ def test_reference_embedding_initialised_like_ours():
     model = TorchReference(4000, 64, 2, 1, 64, 0.0, True)
     assert model.out.weight is model.embed.weight
     assert abs(model.embed.weight.std().item() - 64 ** -0.5) < 0.01
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_reference_has_the_recipes_three_dropouts(norm_first):
+    """nn.Transformer has one `dropout`; TorchReference sets its attention-weight and FFN dropout
+    apart, as the recipe does for ours (dropout on sub-layer outputs only: attn 0, ffn 0)."""
+    torch.manual_seed(0)
+    model = TorchReference(50, 16, 2, 2, 32, 0.0, norm_first, attn_dropout=0.0, ffn_dropout=0.0)
+    layers = [*model.core.encoder.layers, *model.core.decoder.layers]
+    assert all(m.self_attn.dropout == 0.0 and m.dropout.p == 0.0 for m in layers)
+    src = torch.randint(3, 50, (3, 7), generator=torch.Generator().manual_seed(1))
+    tgt = src[:, :5]
+    with torch.no_grad():
+        torch.testing.assert_close(model.train()(src, tgt), model.eval()(src, tgt))
+    mixed = TorchReference(50, 16, 2, 2, 32, 0.1, norm_first, attn_dropout=0.0, ffn_dropout=0.3)
+    dec = mixed.core.decoder.layers[0]
+    assert (dec.dropout1.p, dec.multihead_attn.dropout, dec.dropout.p) == (0.1, 0.0, 0.3)
+    assert mixed.pos.dropout.p == 0.1
+    default = TorchReference(50, 16, 2, 1, 32, 0.2, norm_first)          # one rate for all three
+    enc = default.core.encoder.layers[0]
+    assert enc.self_attn.dropout == enc.dropout.p == enc.dropout1.p == 0.2
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -150,7 +172,9 @@ def test_bleu_at_equal_time_smoke(tmp_path):
     assert rec["sequential"] and rec["order"] == ["transformer_lib", "nn.Transformer"]
     assert (rec["val_sentences"] == 10 and rec["budget_s"] == 2 and rec["recipe"]["vocab_size"]
             == 500)
-    assert rec["recipe"]["attn_dropout"] == rec["recipe"]["ffn_dropout"] == rec["recipe"]["dropout"]
+    tiny = preset("cpu-tiny")                  # both models get the recipe's three dropouts
+    assert ([rec["recipe"][k] for k in ("dropout", "attn_dropout", "ffn_dropout")]
+            == [tiny.dropout, tiny.attn_dropout, tiny.ffn_dropout])
     for key in ("device", "torch", "git_commit", "date"):
         assert key in rec
     bf16 = amp_settings("cpu", cpu_bf16=True)[0] is not None
@@ -175,6 +199,9 @@ def test_parity_smoke_is_deterministic_per_update(tmp_path):
                           "ours-per-block-qkv", "--decode-float32", out=tmp_path / "a.json")
     assert [x["model"] for x in rec["runs"]] == ["ours", "nn.Transformer", "ours-per-block-qkv"]
     assert rec["precision"] == "float32" and rec["recipe"]["max_steps"] == 6
+    tiny = preset("cpu-tiny")                  # both models get the recipe's three dropouts
+    assert ([rec["recipe"][k] for k in ("dropout", "attn_dropout", "ffn_dropout")]
+            == [tiny.dropout, tiny.attn_dropout, tiny.ffn_dropout])
     for x in rec["runs"]:
         assert x["steps"] == 6 and len(x["train_loss"]) == 6 and x["val_nll"] > 0
         assert set(x["bleu"]) == {"greedy"} and x["target_tokens_per_s"] > 0
