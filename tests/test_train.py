@@ -407,19 +407,27 @@ def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
 
 
 
-def test_committed_float32_record_is_the_preset_without_amp():
-    """results/multi30k-cpu-30min-fp32.json (chapter 18 prints it) is the cpu-30min preset with
-    amp off and nothing else changed, trained in float32, complete, from a clean commit."""
+# the cpu-30min recipe before results/tuning/ chose two layers and the paper's dropout only
+EARLIER_CPU_RECIPE = {"n_layers": 3, "dropout": 0.1, "attn_dropout": 0.1, "ffn_dropout": 0.1}
+
+
+@pytest.mark.parametrize("name, changes", [("multi30k-cpu-30min-fp32", {"amp": False}),
+                                           ("multi30k-cpu-30min-3x3", {})])
+def test_committed_earlier_recipe_records_are_the_preset_with_three_layers(name, changes):
+    """results/multi30k-cpu-30min-fp32.json and -3x3.json (chapter 18 prints them) are the
+    cpu-30min preset with its earlier three layers and dropouts (and amp off for fp32), nothing
+    else changed, trained in float32, complete, from a clean commit."""
     root = Path(__file__).resolve().parents[1]
-    rec = json.loads((root / "results" / "multi30k-cpu-30min-fp32.json").read_text())
+    rec = json.loads((root / "results" / f"{name}.json").read_text())
     where = ("progress", "log_every", "out_dir", "results")
     recorded = {k: v for k, v in rec["recipe"].items() if k not in where}
-    expected = dataclasses.asdict(dataclasses.replace(preset("cpu-30min"), amp=False))
+    expected = dataclasses.asdict(dataclasses.replace(preset("cpu-30min"), **EARLIER_CPU_RECIPE,
+                                                      **changes))
     assert recorded == {k: v for k, v in expected.items() if k not in where}
     assert rec["precision"] == "float32" and rec["training_seconds"] <= 1800
     assert rec["git_commit"] and not rec["git_commit"].endswith("-dirty")
     assert rec["test_2016_flickr"]["sentences"] == 1000
-    log = json.loads((root / "results" / "multi30k-cpu-30min-fp32.history.json").read_text())
+    log = json.loads((root / "results" / f"{name}.history.json").read_text())
     assert log["history"][-1]["step"] == rec["steps"]
 
 # --- the budget schedule and learned positions as recipe fields -----------------------------------

@@ -75,7 +75,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     # book's repository at the commit that added this file (a commit, like every address here: a
     # branch moves on).
     DataFile("pretrained/multi30k-de-en-cpu.pt",
-             "05b8e4b3ee9043905c5021cdc459cea9a3cf6de3ec24ead9635377946746b87e",
+             "834739170b30d1766c09fa247077ed4857e157d130605680f82f32581c667170",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
              "07d83606ebd06a0c26b56a2e6c45899cde7823dc/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
