@@ -77,7 +77,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     DataFile("pretrained/multi30k-de-en-cpu.pt",
              "834739170b30d1766c09fa247077ed4857e157d130605680f82f32581c667170",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
-             "07d83606ebd06a0c26b56a2e6c45899cde7823dc/pretrained/multi30k-de-en-cpu.pt"),
+             "c778523ec3a408b456e415713d20be654c2f35d4/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
              "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/"
