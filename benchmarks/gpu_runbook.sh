@@ -17,11 +17,12 @@
 #               and beam-4 BLEU, each also decoded in float32 with the output lengths; joined with
 #               seeds 0-2 of results/gpu-parity.json                 -> gpu-parity.json   240 s
 #               (one seed, 2 processes: 108 s; two seeds, 4 processes: ~140 s)
-#   seeds       benchmarks/parity.py at the cpu-30min recipe's shape (pre-LN, d 256, 3+3, 1,024-token
-#               batches), float32, 500 updates, seeds 0-4, ours and nn.Transformer: ten small
-#               processes at once on the one GPU, joined into one record with a verdict per seed and
-#               on the means                      -> gpu-parity-cpu-30min-seeds.json     120 s
-#               (ended after 44 s)
+#   seeds       benchmarks/parity.py at the cpu-30min recipe's shape (pre-LN, d 256, 2+2, dropout on
+#               sub-layer outputs only, 1,024-token batches), float32, 500 updates, seeds 0-4, ours
+#               and nn.Transformer: ten small processes at once on the one GPU, joined into one
+#               record with a verdict per seed and on the means
+#                                                 -> gpu-parity-cpu-30min-2x2-seeds.json 120 s
+#               (at the earlier 3+3 shape, results/gpu-parity-cpu-30min-seeds.json: ended after 44 s)
 #   gpu         python -m transformer_lib.train --preset gpu: 300 s of training, plus compiling
 #               (~80 s), data and evaluation; it did not end within 330 s -> gpu-5min.json  480 s
 #   throughput  benchmarks/train_throughput.py, compiled vs compiled    -> gpu-throughput.json
@@ -133,7 +134,7 @@ seeds_all() {   # ours and nn.Transformer at every seed, one process each, all a
   done
   wait
   tail -n 3 "$runs"/seeds-*.log
-  "$PY" benchmarks/parity.py --combine "${files[@]}" --json "$out/gpu-parity-cpu-30min-seeds.json"
+  "$PY" benchmarks/parity.py --combine "${files[@]}" --json "$out/gpu-parity-cpu-30min-2x2-seeds.json"
 }
 export SEEDS_FLAGS="${seeds[*]}" SEED_LIST="$seed_list"
 step seeds 120 bash -c "$(declare -f seeds_all)"'; seeds=($SEEDS_FLAGS); seeds_all'

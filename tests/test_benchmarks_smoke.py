@@ -241,7 +241,7 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TIMED OUT" not in proc.stdout and "SKIPPED" not in proc.stdout, proc.stdout[-3000:]
-    for name in ("gpu-30s", "gpu-parity", "gpu-5min", "gpu-parity-cpu-30min-seeds",
+    for name in ("gpu-30s", "gpu-parity", "gpu-5min", "gpu-parity-cpu-30min-2x2-seeds",
                  "gpu-throughput"):
         rec = json.loads((tmp_path / f"{name}.json").read_text())
         for key in ("device", "torch", "git_commit", "date"):
@@ -252,7 +252,7 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
                                                                                   "beam_2"}
     assert set(parity["runs"][0]["decoding"]) == {"greedy", "beam_2", "greedy_float32",
                                                   "beam_2_float32"}
-    seeds = json.loads((tmp_path / "gpu-parity-cpu-30min-seeds.json").read_text())
+    seeds = json.loads((tmp_path / "gpu-parity-cpu-30min-2x2-seeds.json").read_text())
     assert sorted((x["seed"], x["model"]) for x in seeds["runs"]) == [
         (0, "nn.Transformer"), (0, "ours"), (1, "nn.Transformer"), (1, "ours")]
     v = seeds["verdict"]

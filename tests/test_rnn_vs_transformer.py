@@ -1,0 +1,91 @@
+"""benchmarks/rnn_vs_transformer.py and its records: the commands chapter 20 prints for the records
+in results/ give the recipe and the GRU those records ran (the earlier, 3+3-layer cpu-30min, pinned
+by flags since the preset has two layers), and the parameter counts its docstring quotes are the
+models' own. Needs no data: the commands are parsed, not run."""
+import dataclasses
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from transformer_lib.equal_time import RNN_SIZES, rnn_config
+from transformer_lib.multi_head_attention import count_parameters
+from transformer_lib.recipe import preset
+from transformer_lib.recurrent import RecurrentTranslator
+from transformer_lib.train import build_model
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import rnn_vs_transformer  # noqa: E402
+
+CHAPTER = ROOT / "notebooks" / "20_recurrent_baseline.ipynb"
+# Fields of the recipe that `compare` sets itself (the budget among them) or that the run's
+# terminal decides; every other field of a record's recipe is the command's.
+SET_BY_COMPARE = {"time_budget_s", "epochs", "max_steps", "average_last", "checkpoint_every",
+                  "eval_every", "eval_sentences", "out_dir", "progress"}
+EARLIER = {"n_layers": 3, "attn_dropout": 0.1, "ffn_dropout": 0.1}   # cpu-30min before 2+2
+SIZES_2X2 = {"d_hidden": 344, "d_attn": 344}
+
+
+def chapter_commands() -> list[list[str]]:
+    """The argument lists of the `python benchmarks/rnn_vs_transformer.py` commands in the
+    chapter's markdown, continuation lines joined."""
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    text = text.replace("\\\n", " ")
+    return [shlex.split(line)[2:] for line in text.splitlines()
+            if line.startswith("python benchmarks/rnn_vs_transformer.py ")]
+
+
+def counts(recipe, **sizes) -> tuple[int, int]:
+    "Parameters of the GRU translator and of the Transformer of `recipe` at its vocabulary size."
+    vocab = recipe.vocab_size
+    return (count_parameters(RecurrentTranslator(rnn_config(recipe, vocab, **sizes))),
+            count_parameters(build_model(recipe, vocab)))
+
+
+def test_the_chapter_prints_a_command_for_every_record():
+    written = {argv[argv.index("--json") + 1] for argv in chapter_commands()}
+    records = {p.relative_to(ROOT).as_posix()
+               for p in (ROOT / "results").glob("rnn-vs-transformer-cpu-*.json")}
+    assert records and written == records
+
+
+@pytest.mark.parametrize("argv", chapter_commands(), ids=lambda a: a[a.index("--json") + 1])
+def test_the_chapters_command_gives_the_records_recipe(argv):
+    args, recipe = rnn_vs_transformer.parse_args(argv)
+    record = json.loads((ROOT / args.json).read_text())
+    ran, given = record["recipe"], dataclasses.asdict(recipe)
+    assert {k: v for k, v in given.items() if k not in SET_BY_COMPARE} == {
+        k: v for k, v in ran.items() if k not in SET_BY_COMPARE}
+    assert ran["time_budget_s"] == record["budget_s"] == args.budget_s
+    assert {k: ran[k] for k in EARLIER} == EARLIER                        # the pinned recipe
+    assert {k: getattr(preset("cpu-30min"), k) for k in EARLIER} != EARLIER   # not the preset's
+    assert record["rnn"]["d_hidden"] == args.rnn_hidden and record["rnn"]["d_attn"] == args.rnn_attn
+    assert record["rnn"]["peak_lr"] == (args.rnn_peak_lr or recipe.peak_lr)
+    assert record["val_sentences"] == 1014 and args.val_sentences == 0
+    assert record["beam_size"] == args.beam and record["order"] == ["gru", "transformer"]
+    gru, transformer = (next(x for x in record["runs"] if x["model"] == m)
+                        for m in ("gru", "transformer"))
+    assert (gru["parameters"], transformer["parameters"]) == counts(
+        recipe, d_hidden=args.rnn_hidden, d_attn=args.rnn_attn)
+
+
+def test_the_default_gru_matches_the_earlier_recipe_and_344_the_current_one():
+    """What the script's docstring says: 448 sizes the GRU to the 3+3 Transformer, 344 to the
+    2+2 one, each within 5%; the counts it quotes are the models' own."""
+    current = preset("cpu-30min")
+    earlier = dataclasses.replace(current, **EARLIER)
+    assert RNN_SIZES == {"d_hidden": 448, "d_attn": 448}
+    doc = re.sub(r"\s+", " ", rnn_vs_transformer.__doc__)
+    assert "--rnn-hidden 344 --rnn-attn 344" in doc
+    assert "--n-layers 3 --attn-dropout 0.1 --ffn-dropout 0.1" in doc
+    for recipe, sizes in ((earlier, {}), (current, SIZES_2X2)):
+        gru, transformer = counts(recipe, **sizes)
+        assert abs(gru / transformer - 1) < 0.05
+        assert f"{gru:,}" in doc and f"{transformer:,}" in doc
+    gru, transformer = counts(current)
+    assert gru / transformer > 1.3          # the default GRU is far larger than the 2+2 model
