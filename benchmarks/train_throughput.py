@@ -101,12 +101,12 @@ class TorchReference(nn.Module):
                                    batch_first=True, norm_first=norm_first)
         # nn.Transformer's one `dropout` also drops attention weights and FFN activations; the
         # recipe sets those two apart (None: the same rate, as nn.Transformer does)
-        for layer in [*self.core.encoder.layers, *self.core.decoder.layers]:
-            for attn in (layer.self_attn, getattr(layer, "multihead_attn", None)):
-                if attn is not None and attn_dropout is not None:
-                    attn.dropout = attn_dropout               # MultiheadAttention keeps a float
-            if ffn_dropout is not None:
-                layer.dropout.p = ffn_dropout                 # between the FFN's two linears
+        for m in self.core.modules():
+            if isinstance(m, nn.MultiheadAttention) and attn_dropout is not None:
+                m.dropout = attn_dropout                      # a float, read in every forward
+            if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)) and (
+                    ffn_dropout is not None):
+                m.dropout.p = ffn_dropout                     # between the FFN's two linears
         self.out = nn.Linear(d_model, vocab, bias=False)
         self.out.weight = self.embed.weight
 
