@@ -28,7 +28,7 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     dropout_p: dropout on the weights (pass 0.0 at evaluation). scale: default 1/sqrt(d_k).
     Returns (output (..., L_q, d_v), weights (..., L_q, L_k)); the weights are taken before dropout.
     """
-    _check_qkv(query, key, value, mask, dropout_p)                   # see "The checks" below
+    _check_qkv(query, key, value, mask, dropout_p)                   # see "Engineering" at the end
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = (query @ key.transpose(-2, -1)) * scale                 # (..., L_q, L_k)
     if mask is not None:

@@ -63,144 +63,110 @@ class NaiveMultiHeadAttention(nn.Module):
         """The h separate heads hidden in a MultiHeadAttention's fused in_proj (same function)."""
         naive = cls(mha.d_model, mha.n_heads, bias=mha.in_proj.bias is not None)
         naive.to(device=mha.in_proj.weight.device, dtype=mha.in_proj.weight.dtype)
-        d, d_k = mha.d_model, mha.d_k
-        with torch.no_grad():
-            for m, head in enumerate(naive.heads):
-                for i, lin in enumerate((head.W_Q, head.W_K, head.W_V)):
-                    # head m's rows of W_Q, W_K or W_V
-                    rows = slice(i * d + m * d_k, i * d + (m + 1) * d_k)
-                    lin.weight.copy_(mha.in_proj.weight[rows])
-                    if lin.bias is not None:
-                        lin.bias.copy_(mha.in_proj.bias[rows])
-            naive.W_O.load_state_dict(mha.out_proj.state_dict())
+        _copy_fused_weights(naive, mha)        # head m's rows: "The two forms are one function"
         return naive
 
 # %% ../notebooks/05_multi_head_attention.ipynb #68efb67e
-def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
-    """F.scaled_dot_product_attention (fused kernels on GPU) with our rules, those of the explicit
-    path: a fully masked row gives 0, and a query row holding NaN or inf gives NaN.
-
-    is_causal=True (mask None, L_q = L_k): the kernel applies the causal mask itself; no row is
-    empty.
-    """
-    # A fused kernel reads a row of NaN scores like a fully masked one and may return a finite
-    # row; NaN in must give NaN out, as on the explicit path.
-    finite_query = torch.isfinite(q).all(dim=-1, keepdim=True)               # (B, h, L_q, 1)
-    if mask is None:
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
-        return torch.where(finite_query, out, float("nan"))
-    has_key = mask.any(dim=-1, keepdim=True)       # (..., L_q, 1): does the row attend to anything?
-    # Un-mask empty rows so no kernel ever sees a row of -inf (NaN in some versions), then zero
-    # them.
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
-    out = torch.where(finite_query, out, float("nan"))
-    return out.masked_fill(~has_key, 0.0)                # (B, h, L_q, d_k)
-
-
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention, MultiHead(Q, K, V) = Concat(head_1..head_h) W_O
-    (section 3.2.2; chapter 05).
+    """Multi-head attention, Concat(head_1..head_h) W_O, heads fused (section 3.2.2; chapter 05).
 
-    in_proj: nn.Linear(d_model, 3 d_model), rows stacked [W_Q; W_K; W_V] (the layout of
-    nn.MultiheadAttention.in_proj_weight); out_proj: W_O. Batch first: query (B, L_q, d_model),
-    key and value (B, L_k, d_model); mask boolean, True = may attend, broadcastable to (B, h, L_q,
-    L_k). Returns (B, L_q, d_model). Set `need_weights = True` to use the explicit path and keep the
-    weights in `attn_weights` (B, h, L_q, L_k); otherwise F.scaled_dot_product_attention is used.
-    is_causal=True instead of a mask: query i may attend to keys j <= i + (L_k - L_q) (the same as
-    mask=make_causal_mask(L_q, offset=L_k - L_q); L_q > L_k is an error); with L_q = L_k the fused
-    kernel applies it itself (FlashAttention on GPU, which takes no mask tensor).
-
-    NaN: a query row holding NaN or inf gives a NaN output row on both paths (0 if it attends to
-    nothing), and so does a NaN in a key or value it attends to. A NaN key at a position masked
-    for that query is ignored on the explicit path but may give NaN on the fast path (PyTorch's
-    kernels add the mask to the scores).
-
-    KV cache (incremental decoding): `cache` is a dict owned by the caller. static_kv=False
-    (self-attention): the new positions' keys and values are appended to cache["k"], cache["v"]
-    (B, h, L_past, d_k), and attention runs over all of them (the mask must cover L_past + L_new
-    keys, e.g. make_causal_mask(L_new, offset=L_past); None lets every new query see every key).
-    static_kv=True (cross-attention): keys and values are computed from key/value on the first call
-    and reused afterwards (key and value are then ignored and may be None).
-    """
+    in_proj: rows [W_Q; W_K; W_V] (nn.MultiheadAttention's layout); out_proj: W_O. query (B, L_q,
+    d_model), key and value (B, L_k, d_model), mask boolean (True = may attend) broadcastable to
+    (B, h, L_q, L_k) -> (B, L_q, d_model). need_weights = True keeps the weights in attn_weights
+    (B, h, L_q, L_k). Fast path: `_fast_attention`; is_causal: `_causal`; KV cache: `_heads`."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        _check_heads(d_model, n_heads)
+        _check_heads(d_model, n_heads)                         # the checks: see "Engineering"
         _check_probability(dropout, "dropout")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.dropout = dropout
-        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)   # [W_Q; W_K; W_V]:
-                                                                    # (3 d_model, d_model)
+        self.dropout = dropout                              # on the weights, in training only
+        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)   # [W_Q; W_K; W_V]: (3 d, d)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)      # W_O
-        self.need_weights = False
-        self.attn_weights = None
+        self.need_weights, self.attn_weights = False, None
 
     def forward(self, query, key, value, mask=None, cache: dict | None = None,
                 static_kv: bool = False, is_causal: bool = False):
-        # see "The checks"
         _check_mha_inputs(self, query, key, value, mask, cache, static_kv, is_causal)
         B, L_q = query.shape[:2]
-        q, k, v = self._heads(query, key, value, cache, static_kv)  # (B, h, L_q, d_k), 2 x
-                                                                    # (B, h, L_k, d_k)
-        mask, is_causal = self._causal(mask, is_causal, L_q, k.shape[2], q.device)
+        if cache is None:       # x W_Q, x' W_K, x' W_V, each cut into h heads: 3 x (B, h, L, d_k)
+            q, k, v = (self._split_heads(t) for t in self._project_qkv(query, key, value))
+        else:                                       # generation: keys and values of earlier steps
+            q, k, v = self._heads(query, key, value, cache, static_kv)
+        mask, is_causal = self._causal(mask, is_causal, L_q, k.shape[2], q.device)  # is_causal
         p = self.dropout if self.training else 0.0
-        if self.need_weights:                                      # explicit path: keep the weights
-            out, weights = scaled_dot_product_attention(q, k, v, mask, p)
-            self.attn_weights = weights.detach()                     # (B, h, L_q, L_k)
-        else:                                                        # fast path
+        if self.need_weights:                 # softmax(Q K^T / sqrt(d_k)) V, all heads at once
+            out, weights = scaled_dot_product_attention(q, k, v, mask, p)     # (B, h, L_q, d_k)
+            self.attn_weights = weights.detach()                              # (B, h, L_q, L_k)
+        else:                                 # the same function, in PyTorch's fused kernel
             out = _fast_attention(q, k, v, mask, p, is_causal)
-        out = out.transpose(1, 2).reshape(B, L_q, self.d_model)    # concat heads: (B, L_q, d_model)
-        return self.out_proj(out)                                    # [head_1, ..., head_h] W_O
-
-    def _heads(self, query, key, value, cache: dict | None, static_kv: bool):
-        """Q, K, V split into heads, with the KV cache read and filled: (B, h, L_q, d_k), 2 x
-        (B, h, L_k, d_k)."""
-        if cache is not None and static_kv and "k" in cache:        # cross-attention, memory
-                                                                    # already projected
-            return (self._split_heads(self._project(query, slice(0, self.d_model))), cache["k"],
-                    cache["v"])
-        q, k, v = self._project_qkv(query, key, value)               # 3 x (B, L, d_model)
-        k, v = self._split_heads(k), self._split_heads(v)            # (B, h, L_k, d_k)
-        if cache is not None:
-            if not static_kv and "k" in cache:                       # append the new positions
-                k = torch.cat([cache["k"], k], dim=2)                # (B, h, L_past + L_new, d_k)
-                v = torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
-        return self._split_heads(q), k, v
-
-    def _project_qkv(self, query, key, value):
-        """query W_Q, key W_K, value W_V, each (B, L, d_model), in as few matrix products as the
-        call allows.
-
-        The grouping is chosen from which arguments are the same tensor object, and it only saves
-        kernel launches (the function is the same, tested to rounding): self-attention (query is key
-        is value) is one product with [W_Q; W_K; W_V]; one memory (key is value) is query W_Q and
-        one product with [W_K; W_V]; three different tensors are three products.
-        """
-        d = self.d_model
-        if query is key and key is value:                         # self-attention: one fused matmul
-            return self.in_proj(query).chunk(3, dim=-1)              # 3 x (B, L, d_model)
-        if key is value:                                             # cross-attention on one memory
-            return (self._project(query, slice(0, d)),
-                    *self._project(key, slice(d, 3 * d)).chunk(2, dim=-1))
-        return tuple(self._project(x, slice(i * d, (i + 1) * d))
-                     for i, x in enumerate((query, key, value)))
-
-    def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
-        """is_causal by name where the fused kernel can apply it (L_q = L_k, no weights kept), else
-        a mask."""
-        if is_causal and L_q == 1:                     # one query, the last position: sees all keys
-            return mask, False
-        if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
-            return make_causal_mask(L_q, device, offset=L_k - L_q), False   # (L_q, L_k)
-        return mask, is_causal
+        out = out.transpose(1, 2).reshape(B, L_q, self.d_model)   # concat heads: (B, L_q, d_model)
+        return self.out_proj(out)                                  # [head_1, ..., head_h] W_O
 
     def _split_heads(self, x):                                   # (B, L, d_model) -> (B, h, L, d_k)
         return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
 
-    def _project(self, x, which: slice):                   # x (B, L, d_model) -> (B, L, len(which))
-        b = self.in_proj.bias
-        return F.linear(x, self.in_proj.weight[which], None if b is None else b[which])
+# %% ../notebooks/05_multi_head_attention.ipynb #c0f7a1e2
+def _copy_fused_weights(naive: NaiveMultiHeadAttention, mha: MultiHeadAttention) -> None:
+    """Copy the fused in_proj of `mha` into the h heads of `naive` and out_proj into its W_O."""
+    d, d_k = mha.d_model, mha.d_k
+    with torch.no_grad():
+        for m, head in enumerate(naive.heads):
+            for i, lin in enumerate((head.W_Q, head.W_K, head.W_V)):
+                # head m's rows of W_Q, W_K or W_V
+                rows = slice(i * d + m * d_k, i * d + (m + 1) * d_k)
+                lin.weight.copy_(mha.in_proj.weight[rows])
+                if lin.bias is not None:
+                    lin.bias.copy_(mha.in_proj.bias[rows])
+        naive.W_O.load_state_dict(mha.out_proj.state_dict())
+
+# %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
+def count_parameters(model) -> int:
+    """Number of trainable parameters of `model`, an `nn.Module` (multi-head attention has
+    4 d_model^2 + 4 d_model: four d_model x d_model projections and their biases), or of a
+    configuration that counts its own model by formula, such as chapter 11's `TransformerConfig`
+    (its `total_parameters()`; `transformer_lib.model.parameter_count` gives the count by part)."""
+    if isinstance(model, nn.Module):
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if callable(getattr(model, "total_parameters", None)):    # a config: counted without building
+        return model.total_parameters()
+    raise TypeError("count_parameters takes an nn.Module or a TransformerConfig, got "
+                    f"{type(model).__name__}")
+
+
+def attention_matmul_flops(L_q: int, L_k: int, d_model: int, n_heads: int = 1) -> int:
+    """Matrix-multiply FLOPs of multi-head attention on one sequence (chapter 05).
+
+    Summed head by head with d_k = d_model / n_heads, to show that the total does not depend on
+    n_heads.
+    """
+    _check_heads(d_model, n_heads)
+    d_k = d_model // n_heads
+    projections = (2 * L_q * d_model * d_model + 2 * 2 * L_k * d_model * d_model + 2 * L_q * d_model
+                   * d_model)
+    per_head = 2 * L_q * L_k * d_k + 2 * L_q * L_k * d_k            # Q K^T and A V
+    return projections + n_heads * per_head
+
+# %% ../notebooks/05_multi_head_attention.ipynb #062d12c6
+def per_head_weights(mha: MultiHeadAttention):
+    """The notes' matrices of a MultiHeadAttention: lists Q_m, K_m, V_m of (d_k, d_model) and O
+    (d_model, h d_k)."""
+    d, d_k, W = mha.d_model, mha.d_k, mha.in_proj.weight
+    Q, K, V = ([W[i * d + m * d_k: i * d + (m + 1) * d_k] for m in range(mha.n_heads)]
+               for i in range(3))
+    return Q, K, V, mha.out_proj.weight
+
+
+def multi_head_attention_columns(H: torch.Tensor, Qs, Ks, Vs, W_O: torch.Tensor) -> torch.Tensor:
+    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included
+    (chapter 05; one token per column).
+
+    H: (D, N), one token per column; Qs, Ks: M matrices (d_k, D); Vs: M matrices (d_v, D); W_O: the
+    notes' O, (D, M d_v) (= out_proj.weight).
+    head_m = (V_m H) softmax_col((K_m H)^T (Q_m H) / sqrt(d_k)). Returns (D, N).
+    """
+    heads = [attention_columns(H, H, Q, K, V)[0] for Q, K, V in zip(Qs, Ks, Vs)]   # M x (d_v, N)
+    return H + W_O @ torch.cat(heads, dim=0)                                       # (D, N)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #e7a2c415
 def _check_heads(d_model: int, n_heads: int) -> None:
@@ -258,50 +224,95 @@ def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache, s
                          "instead")
     check_mask(mask, (B, mha.n_heads, L_q, L_k), "mask", "(B, h, L_q, L_k)")
 
-# %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
-def count_parameters(model) -> int:
-    """Number of trainable parameters of `model`, an `nn.Module` (multi-head attention has
-    4 d_model^2 + 4 d_model: four d_model x d_model projections and their biases), or of a
-    configuration that counts its own model by formula, such as chapter 11's `TransformerConfig`
-    (its `total_parameters()`; `transformer_lib.model.parameter_count` gives the count by part)."""
-    if isinstance(model, nn.Module):
-        return sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if callable(getattr(model, "total_parameters", None)):    # a config: counted without building
-        return model.total_parameters()
-    raise TypeError("count_parameters takes an nn.Module or a TransformerConfig, got "
-                    f"{type(model).__name__}")
+# %% ../notebooks/05_multi_head_attention.ipynb #b4d6f8a1
+def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
+    """F.scaled_dot_product_attention (fused kernels on GPU) with our rules, those of the explicit
+    path: a fully masked row gives 0, and a query row holding NaN or inf gives NaN (0 if it
+    attends to nothing).
 
-
-def attention_matmul_flops(L_q: int, L_k: int, d_model: int, n_heads: int = 1) -> int:
-    """Matrix-multiply FLOPs of multi-head attention on one sequence (chapter 05).
-
-    Summed head by head with d_k = d_model / n_heads, to show that the total does not depend on
-    n_heads.
+    is_causal=True (mask None, L_q = L_k): the kernel applies the causal mask itself; no row is
+    empty. NaN in a key or value that a query attends to gives NaN on both paths. A NaN key at a
+    position masked for that query is ignored on the explicit path but may give NaN here (PyTorch's
+    kernels add the mask to the scores).
     """
-    _check_heads(d_model, n_heads)
-    d_k = d_model // n_heads
-    projections = (2 * L_q * d_model * d_model + 2 * 2 * L_k * d_model * d_model + 2 * L_q * d_model
-                   * d_model)
-    per_head = 2 * L_q * L_k * d_k + 2 * L_q * L_k * d_k            # Q K^T and A V
-    return projections + n_heads * per_head
+    # A fused kernel reads a row of NaN scores like a fully masked one and may return a finite
+    # row; NaN in must give NaN out, as on the explicit path.
+    finite_query = torch.isfinite(q).all(dim=-1, keepdim=True)               # (B, h, L_q, 1)
+    if mask is None:
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+        return torch.where(finite_query, out, float("nan"))
+    has_key = mask.any(dim=-1, keepdim=True)       # (..., L_q, 1): does the row attend to anything?
+    # Un-mask empty rows so no kernel ever sees a row of -inf (NaN in some versions), then zero
+    # them.
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
+    out = torch.where(finite_query, out, float("nan"))
+    return out.masked_fill(~has_key, 0.0)                # (B, h, L_q, d_k)
 
-# %% ../notebooks/05_multi_head_attention.ipynb #062d12c6
-def per_head_weights(mha: MultiHeadAttention):
-    """The notes' matrices of a MultiHeadAttention: lists Q_m, K_m, V_m of (d_k, d_model) and O
-    (d_model, h d_k)."""
-    d, d_k, W = mha.d_model, mha.d_k, mha.in_proj.weight
-    Q, K, V = ([W[i * d + m * d_k: i * d + (m + 1) * d_k] for m in range(mha.n_heads)]
-               for i in range(3))
-    return Q, K, V, mha.out_proj.weight
+# %% ../notebooks/05_multi_head_attention.ipynb #f2b4d6c8
+def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
+    """is_causal=True: query i may attend to keys j <= i + (L_k - L_q), the queries being the last
+    L_q of the L_k positions (the same as mask=make_causal_mask(L_q, offset=L_k - L_q); L_q > L_k is
+    an error). Returns (mask, is_causal): by name where the fused kernel can apply it (L_q = L_k, no
+    weights kept; FlashAttention on GPU, which takes no mask tensor), else as a mask."""
+    if is_causal and L_q == 1:                     # one query, the last position: sees all keys
+        return mask, False
+    if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
+        return make_causal_mask(L_q, device, offset=L_k - L_q), False   # (L_q, L_k)
+    return mask, is_causal
 
 
-def multi_head_attention_columns(H: torch.Tensor, Qs, Ks, Vs, W_O: torch.Tensor) -> torch.Tensor:
-    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included
-    (chapter 05; one token per column).
+MultiHeadAttention._causal = _causal
 
-    H: (D, N), one token per column; Qs, Ks: M matrices (d_k, D); Vs: M matrices (d_v, D); W_O: the
-    notes' O, (D, M d_v) (= out_proj.weight).
-    head_m = (V_m H) softmax_col((K_m H)^T (Q_m H) / sqrt(d_k)). Returns (D, N).
+# %% ../notebooks/05_multi_head_attention.ipynb #a3c5e7f9
+def _project_qkv(self, query, key, value):
+    """query W_Q, key W_K, value W_V, each (B, L, d_model), in as few matrix products as the
+    call allows.
+
+    The grouping is chosen from which arguments are the same tensor object, and it only saves
+    kernel launches (the function is the same, tested to rounding): self-attention (query is key
+    is value) is one product with [W_Q; W_K; W_V]; one memory (key is value) is query W_Q and
+    one product with [W_K; W_V]; three different tensors are three products.
     """
-    heads = [attention_columns(H, H, Q, K, V)[0] for Q, K, V in zip(Qs, Ks, Vs)]   # M x (d_v, N)
-    return H + W_O @ torch.cat(heads, dim=0)                                       # (D, N)
+    d = self.d_model
+    if query is key and key is value:                         # self-attention: one fused matmul
+        return self.in_proj(query).chunk(3, dim=-1)              # 3 x (B, L, d_model)
+    if key is value:                                             # cross-attention on one memory
+        return (self._project(query, slice(0, d)),
+                *self._project(key, slice(d, 3 * d)).chunk(2, dim=-1))
+    return tuple(self._project(x, slice(i * d, (i + 1) * d))
+                 for i, x in enumerate((query, key, value)))
+
+
+def _project(self, x, which: slice):                   # x (B, L, d_model) -> (B, L, len(which))
+    b = self.in_proj.bias
+    return F.linear(x, self.in_proj.weight[which], None if b is None else b[which])
+
+
+MultiHeadAttention._project_qkv, MultiHeadAttention._project = _project_qkv, _project
+
+# %% ../notebooks/05_multi_head_attention.ipynb #e1a3c5b7
+def _heads(self, query, key, value, cache: dict | None, static_kv: bool):
+    """Q, K, V split into heads, with the KV cache read and filled: (B, h, L_q, d_k), 2 x
+    (B, h, L_k, d_k).
+
+    `cache` is a dict owned by the caller. static_kv=False (self-attention): the new positions'
+    keys and values are appended to cache["k"], cache["v"] (B, h, L_past, d_k), and attention runs
+    over all of them (the mask must cover L_past + L_new keys, e.g. make_causal_mask(L_new,
+    offset=L_past); None lets every new query see every key). static_kv=True (cross-attention):
+    keys and values are computed from key/value on the first call and reused afterwards (key and
+    value are then ignored and may be None).
+    """
+    if cache is not None and static_kv and "k" in cache:  # cross-attention: memory projected
+        return (self._split_heads(self._project(query, slice(0, self.d_model))), cache["k"],
+                cache["v"])
+    q, k, v = self._project_qkv(query, key, value)               # 3 x (B, L, d_model)
+    k, v = self._split_heads(k), self._split_heads(v)            # (B, h, L_k, d_k)
+    if cache is not None:
+        if not static_kv and "k" in cache:                       # append the new positions
+            k = torch.cat([cache["k"], k], dim=2)                # (B, h, L_past + L_new, d_k)
+            v = torch.cat([cache["v"], v], dim=2)
+        cache["k"], cache["v"] = k, v
+    return self._split_heads(q), k, v
+
+
+MultiHeadAttention._heads = _heads
