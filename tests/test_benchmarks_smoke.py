@@ -317,3 +317,22 @@ def test_length_penalty_sweep_reads_a_training_runs_directory(tmp_path):
                         amp_dtype=None)
     assert rec["rows"][0]["bleu"] == greedy["bleu"]
     assert json.loads((tmp_path / "sweep.json").read_text())["rows"] == rec["rows"]
+
+
+@needs_data
+def test_translator_samples_record_what_translate_gives(tmp_path):
+    """The sample record chapter 18 checks its live translations against: the shipped file's
+    checksum, the run's beam size and length penalty, and the translations of the committed record
+    (three sentences decoded alone give what they gave among the hundred)."""
+    from translator_samples import main as samples
+
+    rec = samples(["--sentences", "3", "--json", str(tmp_path / "s.json")])
+    shipped = json.loads((ROOT / "results" / "multi30k-cpu-30min.shipped.json").read_text())
+    run = json.loads((ROOT / "results" / "multi30k-cpu-30min.json").read_text())
+    assert rec["translator_sha256"] == shipped["sha256"] and rec["sentences"] == 3
+    assert (rec["beam_size"], rec["length_penalty"]) == (run["test_2016_flickr"]["beam_size"],
+                                                         run["test_2016_flickr"]["length_penalty"])
+    assert json.loads((tmp_path / "s.json").read_text())["beam"] == rec["beam"]
+    committed = json.loads((ROOT / "results" / "multi30k-cpu-30min.samples.json").read_text())
+    assert committed["translator_sha256"] == shipped["sha256"]
+    assert committed["greedy"][:3] == rec["greedy"] and committed["beam"][:3] == rec["beam"]
