@@ -241,7 +241,7 @@ QUOTES = [
     Quote("notebooks/18_capstone.ipynb",
           r"\*\*Pre-LN instead of the paper's post-LN\*\*", {}, lambda: CPU.norm_first),
     Quote("notebooks/18_capstone.ipynb",
-          rf"\*\*Small batches: at most (?P<b>{NUM}) padded positions per side\.\*\*.{{0,300}}No "
+          rf"\*\*Small batches: at most (?P<b>{NUM}) padded positions per side\.\*\*.{{0,500}}No "
           rf"padding of the batch axis and no rounding of lengths",
           {"b": lambda: CPU.batch_tokens},
           lambda: not CPU.fixed_shapes and CPU.bucket == 1),
@@ -286,7 +286,7 @@ QUOTES = [
           r"\*\*Mixed precision where the CPU has bfloat16 instructions\*\*", {}, lambda: CPU.amp),
     Quote("notebooks/18_capstone.ipynb",
           rf"\*\*A time budget, not a number of epochs:\*\* (?P<t>{NUM}) seconds of training "
-          rf"\(evaluation excluded\), so that a run ends inside (?P<m>thirty) minutes",
+          rf"\(evaluation excluded\), so that training ends inside (?P<m>thirty) minutes",
           {"t": lambda: CPU.time_budget_s, "m": lambda: math.ceil(minutes(CPU.time_budget_s))},
           lambda: CPU.time_budget_s <= 1800),
     Quote("notebooks/18_capstone.ipynb",
@@ -299,15 +299,37 @@ QUOTES = [
           lambda: GPU.amp and GPU.compile),
     Quote("notebooks/18_capstone.ipynb",
           rf"trained for one epoch's worth of updates \((?P<s>{NUM}) updates of at most "
-          rf"(?P<b>{NUM}) padded positions;.{{0,300}}scored on all (?P<n>{NUM}) validation "
-          rf"sentences\. The rows train in float32 on one thread each",
+          rf"(?P<b>{NUM}) padded positions; the rows with larger batches make fewer, "
+          rf"(?P<s2>{NUM}) with (?P<b2>{NUM}) positions, (?P<s4>{NUM}) with (?P<b4>{NUM}), and "
+          rf"(?P<sv>{NUM}) with (?P<bv>{NUM}) positions and a (?P<v>{NUM})-subword vocabulary;"
+          rf".{{0,300}}scored on all "
+          rf"(?P<n>{NUM}) validation sentences\. The rows train in float32 on one thread each",
           {"s": lambda: ABLATIONS["base"]["steps"],
            "b": lambda: ABLATIONS["base"]["recipe"]["batch_tokens"],
+           "s2": lambda: ABLATIONS["batch_2048"]["steps"],
+           "b2": lambda: ABLATIONS["batch_2048"]["recipe"]["batch_tokens"],
+           "s4": lambda: ABLATIONS["batch_4096_post_ln"]["steps"],
+           "b4": lambda: ABLATIONS["batch_4096_post_ln"]["recipe"]["batch_tokens"],
+           "sv": lambda: ABLATIONS["vocab_4000_batch_2048"]["steps"],
+           "bv": lambda: ABLATIONS["vocab_4000_batch_2048"]["recipe"]["batch_tokens"],
+           "v": lambda: ABLATIONS["vocab_4000_batch_2048"]["recipe"]["vocab_size"],
            "n": lambda: ABLATIONS["base"]["val"]["sentences"]},
           lambda: (ABLATIONS["base"]["epochs"] == 1.0
                    and {r["val"]["sentences"] for r in ABLATIONS.values()}
                    == {ABLATIONS["base"]["val"]["sentences"]}
                    and not any(r["recipe"]["amp"] for r in ABLATIONS.values()))),
+    Quote("notebooks/18_capstone.ipynb",       # every other row makes the base row's updates
+          r"Second, the regime: one epoch is about a seventh of the thirty-minute run,",
+          {}, lambda: (round(RUN["epochs"]) == 7 and all(
+              r["steps"] == ABLATIONS["base"]["steps"] for name, r in ABLATIONS.items()
+              if r["recipe"]["batch_tokens"] == ABLATIONS["base"]["recipe"]["batch_tokens"]))),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"while both models are still climbing fast \(ours from (?P<a>{NUM}) to (?P<b>{NUM}) "
+          rf"between the two budgets\)",
+          {"a": lambda: EQUAL_TIME[0]["runs"][0]["bleu"]["greedy"],
+           "b": lambda: EQUAL_TIME[-1]["runs"][0]["bleu"]["greedy"]},
+          lambda: ([r["budget_s"] for r in EQUAL_TIME] == [300, 600]
+                   and all(r["runs"][0]["model"] == "transformer_lib" for r in EQUAL_TIME))),
     Quote("notebooks/18_capstone.ipynb",
           r"At both budgets the bfloat16 recipe gets through about (?P<r>half) as many updates "
           r"again and ends with the lower validation loss and the higher BLEU",
