@@ -49,9 +49,8 @@ class DecoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None,
                 tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-        _check_decoder_inputs(self, x, memory, cache)
-        self_cache = None if cache is None else cache.setdefault("self_attn", {})
-        cross_cache = None if cache is None else cache.setdefault("cross_attn", {})
+        _check_decoder_inputs(self, x, memory, cache)    # (see Engineering)
+        self_cache, cross_cache = _layer_caches(cache)   # None, None without a cache
         causal = tgt_mask is None                 # the default: causal, given to the kernel by name
         x = self.residual_self(x, lambda h: self.self_attn(h, h, h, tgt_mask, cache=self_cache,
                                                            is_causal=causal))
@@ -90,15 +89,15 @@ class Decoder(nn.Module):
             x = layer(x, memory, tgt_mask, memory_mask, layer_cache)      # (B, L_t, d_model)
         return x if self.norm is None else self.norm(x)
 
-# %% ../notebooks/10_decoder.ipynb #c93e5b17
-def _check_decoder_inputs(layer: DecoderLayer, x, memory, cache: dict | None) -> None:
-    _check_input(x, layer)
-    if memory is None and not (cache and "k" in cache.get("cross_attn", {})):
-        raise ValueError("memory is required (only a filled cache['cross_attn'] lets it be None)")
-    if memory is not None:
-        _check_input(memory, layer, "memory")
-
 # %% ../notebooks/10_decoder.ipynb #fa79f682
+def _layer_caches(cache: dict | None) -> tuple[dict | None, dict | None]:
+    """A DecoderLayer's two entries of its cache dict, created at the first step, or
+    (None, None) without a cache."""
+    if cache is None:
+        return None, None
+    return cache.setdefault("self_attn", {}), cache.setdefault("cross_attn", {})
+
+
 def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
     """Select the batch entries `index` (a 1-D LongTensor) of every cached tensor, in place
     (for beam search).
@@ -112,3 +111,11 @@ def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
         elif isinstance(value, torch.Tensor):
             cache[key] = value.index_select(0, index)
     return cache
+
+# %% ../notebooks/10_decoder.ipynb #c93e5b17
+def _check_decoder_inputs(layer: DecoderLayer, x, memory, cache: dict | None) -> None:
+    _check_input(x, layer)
+    if memory is None and not (cache and "k" in cache.get("cross_attn", {})):
+        raise ValueError("memory is required (only a filled cache['cross_attn'] lets it be None)")
+    if memory is not None:
+        _check_input(memory, layer, "memory")

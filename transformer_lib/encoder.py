@@ -42,7 +42,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self)
+        _check_input(x, self)                    # shape and dtype (see Engineering)
         # (B, L, d_model)
         x = self.residual_attn(x, lambda h: self.self_attn(h, h, h, mask, is_causal=is_causal))
         return self.residual_ffn(x, self.feed_forward)                       # (B, L, d_model)
@@ -68,7 +68,7 @@ class Encoder(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self)
+        _check_input(x, self)                    # shape and dtype (see Engineering)
         for layer in self.layers:
             x = layer(x, mask, is_causal)                      # (B, L, d_model)
         return x if self.norm is None else self.norm(x)
@@ -80,34 +80,7 @@ def _final_norm(d_model: int, eps: float, norm_first: bool,
     when norm_first (pre-LN), whose residual stream nothing else normalises."""
     return LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
 
-# %% ../notebooks/09_encoder.ipynb #71c9e0f3
-def _check_input(x, module: nn.Module, name: str = "x") -> None:
-    """x must be a floating-point (B, L, d_model) tensor of the dtype of `module`'s parameters."""
-    d_model = module.d_model
-    if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3
-            or x.size(-1) != d_model):
-        got = (f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
-               else type(x).__name__)
-        raise ValueError(f"{name} must be a floating-point tensor of shape (B, L, "
-                         f"d_model={d_model}), got {got}")
-    weight = next(module.parameters(), None)
-    if weight is not None:
-        _check_dtype(x, name, weight.dtype)
-
 # %% ../notebooks/09_encoder.ipynb #c65d0490
-def _layers_to_reach(distance: int, reach) -> int:
-    """Smallest L >= 0 with reach(L) >= distance."""
-    layers = 0
-    while reach(layers) < distance:
-        layers += 1
-    return layers
-
-
-def _cost_row(mult_adds: int, sequential_ops: int, max_path_length: int, table1: str) -> dict:
-    return {"mult_adds": mult_adds, "sequential_ops": sequential_ops,
-            "max_path_length": max_path_length, "table1": table1}
-
-
 def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, dict]:
     """The paper's Table 1 (§4), counted for one layer of width d on one sequence of length n.
 
@@ -119,7 +92,7 @@ def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, d
     (causal Conv1d of width k), "dilated_conv" (dilation k^(l-1) in layer l) and, when r is given,
     "restricted_self_attention" (each query sees the r positions centred on it, r odd).
     """
-    _check_cost_args(n, d, k, r)                 # see the cell below
+    _check_cost_args(n, d, k, r)                 # see Engineering
     far = n - 1                                  # from position 1 to position n
     costs = {
         "self_attention": _cost_row(4 * n * d * d + 2 * n * n * d, 1, min(far, 1), "O(n^2 d)"),
@@ -135,6 +108,33 @@ def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, d
             4 * n * d * d + 2 * n * r * d, 1,
             _layers_to_reach(far, lambda L: L * (r - 1) // 2), "O(r n d)")
     return costs
+
+# %% ../notebooks/09_encoder.ipynb #8e741aa7
+def _layers_to_reach(distance: int, reach) -> int:
+    """Smallest L >= 0 with reach(L) >= distance."""
+    layers = 0
+    while reach(layers) < distance:
+        layers += 1
+    return layers
+
+
+def _cost_row(mult_adds: int, sequential_ops: int, max_path_length: int, table1: str) -> dict:
+    return {"mult_adds": mult_adds, "sequential_ops": sequential_ops,
+            "max_path_length": max_path_length, "table1": table1}
+
+# %% ../notebooks/09_encoder.ipynb #71c9e0f3
+def _check_input(x, module: nn.Module, name: str = "x") -> None:
+    """x must be a floating-point (B, L, d_model) tensor of the dtype of `module`'s parameters."""
+    d_model = module.d_model
+    if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3
+            or x.size(-1) != d_model):
+        got = (f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
+               else type(x).__name__)
+        raise ValueError(f"{name} must be a floating-point tensor of shape (B, L, "
+                         f"d_model={d_model}), got {got}")
+    weight = next(module.parameters(), None)
+    if weight is not None:
+        _check_dtype(x, name, weight.dtype)
 
 # %% ../notebooks/09_encoder.ipynb #04f94c24
 def _check_cost_args(n, d, k, r) -> None:

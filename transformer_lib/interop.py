@@ -21,17 +21,10 @@ from .multi_head_attention import MultiHeadAttention
 __all__ = ['mask_from_torch', 'mask_to_torch', 'key_padding_mask_to_torch', 'register_converter', 'from_torch', 'supported_types']
 
 # %% ../notebooks/12_interop.ipynb #623c3ba1
-def _as_keep(mask: torch.Tensor, name: str) -> torch.Tensor:
+def _as_keep(mask: torch.Tensor) -> torch.Tensor:
     """A PyTorch mask (bool: True = masked out; float: additive, -inf = masked out) -> bool, True =
     may attend."""
-    if mask.dtype == torch.bool:
-        return ~mask
-    if mask.is_floating_point():
-        if not torch.all((mask == 0) | (mask == float("-inf"))):
-            raise ValueError(f"{name} is a float mask with values other than 0 and -inf; an "
-                             f"additive bias cannot be expressed as a boolean mask")
-        return mask == 0
-    raise TypeError(f"{name} must be a boolean or float tensor, got {_describe(mask)}")
+    return ~mask if mask.dtype == torch.bool else mask == 0
 
 
 def mask_from_torch(attn_mask: torch.Tensor | None = None,
@@ -44,53 +37,36 @@ def mask_from_torch(attn_mask: torch.Tensor | None = None,
     (B, L_k). Boolean masks use PyTorch's True = masked out; float masks must hold only 0 and -inf
     (chapter 12).
     """
+    _check_torch_masks(attn_mask, key_padding_mask, n_heads)         # see Engineering
     mask = None
     if attn_mask is not None:
-        if not isinstance(attn_mask, torch.Tensor) or attn_mask.dim() not in (2, 3):
-            raise ValueError("attn_mask must have shape (L_q, L_k) or (B*h, L_q, L_k), got "
-                             f"{_describe(attn_mask)}")
-        mask = _as_keep(attn_mask, "attn_mask")
-        if mask.dim() == 3:
-            if n_heads is None or mask.shape[0] % n_heads:
-                raise ValueError("a 3-D attn_mask of shape (B*h, L_q, L_k) needs n_heads dividing "
-                                 f"its first axis, got shape {tuple(mask.shape)} and "
-                                 f"n_heads={n_heads}")
-            mask = mask.reshape(-1, n_heads, *mask.shape[1:])            # (B, h, L_q, L_k)
+        mask = _as_keep(attn_mask)                                    # not M_attn
+        if mask.dim() == 3:                                           # (B*h, L_q, L_k)
+            mask = mask.reshape(-1, n_heads, *mask.shape[1:])         # (B, h, L_q, L_k)
     if key_padding_mask is not None:
-        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dim() != 2:
-            raise ValueError("key_padding_mask must have shape (B, L_k), got "
-                             f"{_describe(key_padding_mask)}")
-        keep = _as_keep(key_padding_mask, "key_padding_mask")[:, None, None, :]   # (B, 1, 1, L_k)
+        keep = _as_keep(key_padding_mask)[:, None, None, :]           # not M_pad, (B, 1, 1, L_k)
         mask = keep if mask is None else mask & keep
     return mask
 
-
+# %% ../notebooks/12_interop.ipynb #b6a31793
 def mask_to_torch(mask: torch.Tensor, n_heads: int | None = None) -> torch.Tensor:
     """A transformer_lib mask -> a boolean attn_mask for nn.MultiheadAttention (True = masked out).
 
     (L_q, L_k) -> (L_q, L_k). (B, h|1, L_q, L_k) -> (B*n_heads, L_q, L_k), the layout
     nn.MultiheadAttention wants. For a padding mask (B, 1, 1, L_k) use key_padding_mask_to_torch.
     """
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() not in (2, 4):
-        raise TypeError("mask must be a boolean tensor of shape (L_q, L_k) or (B, h, L_q, L_k), "
-                        f"got {_describe(mask)}")
+    _check_mask_for_torch(mask, n_heads)                             # see Engineering
     if mask.dim() == 2:
-        return ~mask
-    if n_heads is None or mask.shape[1] not in (1, n_heads):
-        raise ValueError(f"mask of shape {tuple(mask.shape)} needs n_heads (its axis 1 must be 1 "
-                         f"or n_heads), got n_heads={n_heads}")
+        return ~mask                                                  # (L_q, L_k)
     B, _, L_q, L_k = mask.shape
-    return ~mask.expand(B, n_heads, L_q, L_k).reshape(B * n_heads, L_q, L_k)
+    return ~mask.expand(B, n_heads, L_q, L_k).reshape(B * n_heads, L_q, L_k)  # (B*h, L_q, L_k)
 
 
 def key_padding_mask_to_torch(mask: torch.Tensor) -> torch.Tensor:
     """A padding mask (B, 1, 1, L_k), True at real tokens -> key_padding_mask (B, L_k), True at
     padding."""
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 4 \
-            or mask.shape[1] != 1 or mask.shape[2] != 1:
-        raise TypeError("mask must be a boolean padding mask of shape (B, 1, 1, L_k), got "
-                        f"{_describe(mask)}")
-    return ~mask[:, 0, 0, :]
+    _check_padding_mask_for_torch(mask)                              # see Engineering
+    return ~mask[:, 0, 0, :]                                          # (B, L_k)
 
 # %% ../notebooks/12_interop.ipynb #4b354a6c
 _CONVERTERS: dict[type, Callable[[nn.Module], nn.Module]] = {}
@@ -153,17 +129,7 @@ def _from_multihead_attention(m: nn.MultiheadAttention) -> MultiHeadAttention:
 def _layer_settings(m: nn.Module) -> dict:
     """Hyperparameters of an nn.TransformerEncoderLayer / DecoderLayer, refusing what we do not
     implement."""
-    name = type(m).__name__
-    act = m.activation
-    if not (act is torch.nn.functional.relu or isinstance(act, nn.ReLU)):
-        raise ValueError(f"from_torch supports {name} with activation='relu' only (the paper's "
-                         f"FFN), got {act!r}")
-    if m.linear1.bias is None or m.self_attn.in_proj_bias is None:
-        raise ValueError(f"from_torch does not support {name} with bias=False (our layers have "
-                         "biases)")
-    if m.norm1.weight is None or m.norm1.bias is None:
-        raise ValueError(f"from_torch supports {name} with affine LayerNorms (weight and bias) "
-                         "only")
+    _check_layer_supported(m)                                       # see Engineering
     return dict(d_model=m.self_attn.embed_dim, n_heads=m.self_attn.num_heads,
                 d_ff=m.linear1.out_features,
                 dropout=m.dropout1.p, norm_first=m.norm_first, attn_dropout=m.self_attn.dropout,
@@ -184,7 +150,7 @@ def _like(ours: nn.Module, theirs: nn.Module) -> nn.Module:
     p = next(theirs.parameters())
     return ours.to(device=p.device, dtype=p.dtype).train(theirs.training)
 
-
+# %% ../notebooks/12_interop.ipynb #81f75c2e
 @register_converter(nn.TransformerEncoderLayer)
 def _from_encoder_layer(m: nn.TransformerEncoderLayer) -> EncoderLayer:
     ours = _like(EncoderLayer(**_layer_settings(m)), m)
@@ -208,7 +174,7 @@ def _from_decoder_layer(m: nn.TransformerDecoderLayer) -> DecoderLayer:
         _copy_norm(mine.norm, theirs)
     return ours
 
-
+# %% ../notebooks/12_interop.ipynb #bfd2d846
 def _from_stack(m: nn.Module, stack_cls: type, convert_layer: Callable) -> nn.Module:
     if len(m.layers) == 0:
         raise ValueError(f"cannot convert an empty {type(m).__name__}")
@@ -228,3 +194,67 @@ def _from_encoder(m: nn.TransformerEncoder) -> Encoder:
 @register_converter(nn.TransformerDecoder)
 def _from_decoder(m: nn.TransformerDecoder) -> Decoder:
     return _from_stack(m, Decoder, _from_decoder_layer)
+
+# %% ../notebooks/12_interop.ipynb #fbd23332
+def _check_torch_masks(attn_mask, key_padding_mask, n_heads) -> None:
+    """The checks of mask_from_torch: shapes, dtypes and values, n_heads for a 3-D attn_mask."""
+    if attn_mask is not None:
+        if not isinstance(attn_mask, torch.Tensor) or attn_mask.dim() not in (2, 3):
+            raise ValueError("attn_mask must have shape (L_q, L_k) or (B*h, L_q, L_k), got "
+                             f"{_describe(attn_mask)}")
+        _check_torch_mask_values(attn_mask, "attn_mask")
+        if attn_mask.dim() == 3 and (n_heads is None or attn_mask.shape[0] % n_heads):
+            raise ValueError("a 3-D attn_mask of shape (B*h, L_q, L_k) needs n_heads dividing "
+                             f"its first axis, got shape {tuple(attn_mask.shape)} and "
+                             f"n_heads={n_heads}")
+    if key_padding_mask is not None:
+        if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dim() != 2:
+            raise ValueError("key_padding_mask must have shape (B, L_k), got "
+                             f"{_describe(key_padding_mask)}")
+        _check_torch_mask_values(key_padding_mask, "key_padding_mask")
+
+
+def _check_torch_mask_values(mask: torch.Tensor, name: str) -> None:
+    """A PyTorch mask is boolean, or float holding only 0 and -inf (an additive bias is no mask)."""
+    if mask.dtype == torch.bool:
+        return
+    if not mask.is_floating_point():
+        raise TypeError(f"{name} must be a boolean or float tensor, got {_describe(mask)}")
+    if not torch.all((mask == 0) | (mask == float("-inf"))):
+        raise ValueError(f"{name} is a float mask with values other than 0 and -inf; an "
+                         f"additive bias cannot be expressed as a boolean mask")
+
+# %% ../notebooks/12_interop.ipynb #a7d67019
+def _check_mask_for_torch(mask, n_heads) -> None:
+    """The checks of mask_to_torch: a boolean (L_q, L_k) or (B, h|1, L_q, L_k) mask, and n_heads
+    for the 4-D one."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() not in (2, 4):
+        raise TypeError("mask must be a boolean tensor of shape (L_q, L_k) or (B, h, L_q, L_k), "
+                        f"got {_describe(mask)}")
+    if mask.dim() == 4 and (n_heads is None or mask.shape[1] not in (1, n_heads)):
+        raise ValueError(f"mask of shape {tuple(mask.shape)} needs n_heads (its axis 1 must be 1 "
+                         f"or n_heads), got n_heads={n_heads}")
+
+
+def _check_padding_mask_for_torch(mask) -> None:
+    """The check of key_padding_mask_to_torch: a boolean padding mask (B, 1, 1, L_k)."""
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 4 \
+            or mask.shape[1] != 1 or mask.shape[2] != 1:
+        raise TypeError("mask must be a boolean padding mask of shape (B, 1, 1, L_k), got "
+                        f"{_describe(mask)}")
+
+# %% ../notebooks/12_interop.ipynb #e4222572
+def _check_layer_supported(m: nn.Module) -> None:
+    """Refuse an nn.TransformerEncoderLayer / DecoderLayer with options our layers do not
+    implement."""
+    name = type(m).__name__
+    act = m.activation
+    if not (act is torch.nn.functional.relu or isinstance(act, nn.ReLU)):
+        raise ValueError(f"from_torch supports {name} with activation='relu' only (the paper's "
+                         f"FFN), got {act!r}")
+    if m.linear1.bias is None or m.self_attn.in_proj_bias is None:
+        raise ValueError(f"from_torch does not support {name} with bias=False (our layers have "
+                         "biases)")
+    if m.norm1.weight is None or m.norm1.bias is None:
+        raise ValueError(f"from_torch supports {name} with affine LayerNorms (weight and bias) "
+                         "only")
