@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU measurements as prepared commands of at most 9 minutes each (a lent GPU machine gives 15
-# minutes in all, start-up included, and at most 10 minutes per command). Run from the repository
-# root, the first command, then the second if time is left:
+# The GPU measurements as prepared commands of at most 9 minutes each, so that each fits a limit of
+# 10 minutes per command with start-up. Run from the repository root, the first command, then the
+# second if time is left:
 #
 #   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh [--tiny] [--steps "S ..."] [OUTDIR]
 #   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --steps gpu [OUTDIR]
