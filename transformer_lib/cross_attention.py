@@ -18,12 +18,12 @@ __all__ = ['attention_columns', 'attention_rows']
 # %% ../notebooks/04_cross_attention.ipynb #f6728048
 def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                       W_V: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The notes' column form C = Attn(X, X') (chapter 04; one token per column).
+    """The column form C = Attn(X, X') of cross-attention (chapter 04; one token per column).
 
     H_q: (D, t), decoder inputs X' (one token per column, the queries); H_kv: (D, m), encoder inputs
     X (keys and values); W_Q, W_K: (d_k, D); W_V: (d_v, D). c_{:j} = V softmax(K^T q_{:j} /
-    sqrt(d_k)). scale=False drops the 1/sqrt(d_k), as one of the notes does. Returns C: (d_v, t) and
-    the weights alpha: (m, t), each column summing to 1.
+    sqrt(d_k)). scale=False drops the 1/sqrt(d_k), like the dot score of Luong et al. (2015).
+    Returns C: (d_v, t) and the weights alpha: (m, t), each column summing to 1.
     """
     _check_columns(H_q, H_kv, W_Q, W_K, W_V)      # see "The checks" below
     Q = W_Q @ H_q                                 # (d_k, t): q_{:j} = W_Q x'_j

@@ -149,8 +149,8 @@ def attention_matmul_flops(L_q: int, L_k: int, d_model: int, n_heads: int = 1) -
 
 # %% ../notebooks/05_multi_head_attention.ipynb #062d12c6
 def per_head_weights(mha: MultiHeadAttention):
-    """The notes' matrices of a MultiHeadAttention: lists Q_m, K_m, V_m of (d_k, d_model) and O
-    (d_model, h d_k)."""
+    """The column-form matrices of a MultiHeadAttention (chapter 05): lists Q_m, K_m, V_m of
+    (d_k, d_model) and O (d_model, h d_k)."""
     d, d_k, W = mha.d_model, mha.d_k, mha.in_proj.weight
     Q, K, V = ([W[i * d + m * d_k: i * d + (m + 1) * d_k] for m in range(mha.n_heads)]
                for i in range(3))
@@ -158,11 +158,11 @@ def per_head_weights(mha: MultiHeadAttention):
 
 
 def multi_head_attention_columns(H: torch.Tensor, Qs, Ks, Vs, W_O: torch.Tensor) -> torch.Tensor:
-    """The notes' layer Attn(H) = H + O [head_1; ...; head_M], residual included
+    """The column-form layer Attn(H) = H + O [head_1; ...; head_M], residual included
     (chapter 05; one token per column).
 
     H: (D, N), one token per column; Qs, Ks: M matrices (d_k, D); Vs: M matrices (d_v, D); W_O: the
-    notes' O, (D, M d_v) (= out_proj.weight).
+    matrix O, (D, M d_v) (= out_proj.weight).
     head_m = (V_m H) softmax_col((K_m H)^T (Q_m H) / sqrt(d_k)). Returns (D, N).
     """
     heads = [attention_columns(H, H, Q, K, V)[0] for Q, K, V in zip(Qs, Ks, Vs)]   # M x (d_v, N)
