@@ -46,9 +46,15 @@ lint: setup
 	$(VENV)/bin/ruff check
 
 # Unit tests (tests/, including the export-sync check) and nbval executing every notebook,
-# in one pytest run so CI ends on one summary line.
+# in one pytest run so CI ends on one summary line. Two workers (pytest-xdist), each given whole
+# files (--dist loadfile keeps a notebook's cells together and in order), each torch process on one
+# thread: on 2 cores, two torch processes of two threads each ran small models 5-9x slower than of
+# one thread. TEST_WORKERS=0 runs everything in this one process.
+TEST_WORKERS ?= 2
+TEST_THREADS ?= 1
 test: setup lint
-	$(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
+	  -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # Loads every page of the built site in headless Chromium (see book/check_site.py); screenshots go
 # to /tmp/site_shots. Exits non-zero on any failure.

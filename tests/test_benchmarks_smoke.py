@@ -336,3 +336,45 @@ def test_translator_samples_record_what_translate_gives(tmp_path):
     committed = json.loads((ROOT / "results" / "multi30k-cpu-30min.samples.json").read_text())
     assert committed["translator_sha256"] == shipped["sha256"]
     assert committed["greedy"][:3] == rec["greedy"] and committed["beam"][:3] == rec["beam"]
+
+
+@pytest.fixture
+def restore_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_ffn_lookup_writes_the_record_chapter_19_reads(tmp_path, restore_threads):
+    """Every design, each seed, a few updates: the record's fields, and a score per seed that the
+    package's train_toy gives for the same settings."""
+    from ffn_lookup import main as lookup
+
+    from transformer_lib.inside import DESIGNS, lookup_task, toy_config, train_toy
+    rec = lookup(["--seeds", "0", "--steps", "3", "--batch-size", "8", "--threads", "1",
+                  "--json", str(tmp_path / "l.json")])
+    assert rec["threads"] == 1 and rec["steps"] == 3 and rec["seeds"] == [0]
+    assert list(rec["designs"]) == list(DESIGNS)
+    train, test = lookup_task()
+    name, (n_layers, d_ff) = next(iter(DESIGNS.items()))
+    assert rec["designs"][name]["scores"] == [train_toy(toy_config(n_layers, d_ff), train, test, 0,
+                                                        steps=3, batch_size=8)]
+    assert json.loads((tmp_path / "l.json").read_text())["designs"] == rec["designs"]
+    for key in ("device", "torch", "git_commit", "date"):
+        assert key in rec
+
+
+@needs_data
+def test_heads_off_writes_the_record_chapter_19_reads(tmp_path, restore_threads):
+    """Two sentences: one translation with every head, one per head and per module, one per kind
+    of attention; the record names the translator file it decoded."""
+    from heads_off import main as heads
+
+    rec = heads(["--sentences", "2", "--threads", "1", "--json", str(tmp_path / "h.json")])
+    shipped = json.loads((ROOT / "results" / "multi30k-cpu-30min.shipped.json").read_text())
+    assert rec["translator_sha256"] == shipped["sha256"] and rec["sentences"] == 2
+    n_modules = len(rec["per_module"])
+    assert all(len(d) == rec["n_heads"] for d in rec["per_head"].values())
+    assert rec["translations"] == 1 + n_modules * (rec["n_heads"] + 1) + len(rec["per_kind"])
+    assert set(rec["per_kind"]) == {"self", "cross"}
+    assert json.loads((tmp_path / "h.json").read_text())["per_head"] == rec["per_head"]

@@ -106,6 +106,7 @@ MODULE_EXTRAS = [
                                     # (the README's extras table says so)
     ("reading_heads", "tqdm", "nlp"),
     ("rope", "tqdm", "nlp"),
+    ("inside", "tqdm", "nlp"),      # chapter 19's records: it translates with transformer_lib.train
 ]
 TEXT_STATEMENTS = [
     ("tokenizers", "SubwordTokenizer.train(['ein hund', 'a dog'], vocab_size=300)"),
