@@ -1,5 +1,5 @@
-"""Chapter 04: attention between two sequences, in the notes' column convention and the code's row
-convention."""
+"""Chapter 04: attention between two sequences, in the column convention of chapter 04's derivation
+and the code's row convention."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -35,8 +35,8 @@ def test_columns_equal_rows(s, seed, scale):
 
 @settings(max_examples=25, deadline=None)
 @given(s=sizes, seed=st.integers(0, 2**16))
-def test_notes_per_query_formula(s, seed):
-    """c_{:j} = V softmax(K^T q_{:j}) (the notes, no scale), with k_{:i} = W_K x_i, v_{:i} = W_V
+def test_column_per_query_formula(s, seed):
+    """c_{:j} = V softmax(K^T q_{:j}) (column form, no scale), with k_{:i} = W_K x_i, v_{:i} = W_V
     x_i, q_{:j} = W_Q x'_j."""
     D, d_k, d_v, m, t = s
     X, Xp, W_Q, W_K, W_V = _setup(*s, seed)

@@ -48,9 +48,9 @@ def test_normalised_statistics_and_invariance():
     torch.testing.assert_close(layer_norm(x2)[0, 1:], layer_norm(x)[0, 1:])
 
 
-def test_notes_gamma_only_form():
-    """The notes' gamma (h - mu) / sigma is LayerNorm with beta = 0 (and eps = 0); its output mean
-    is 0."""
+def test_gamma_only_form():
+    """The gamma-only form gamma (h - mu) / sigma is LayerNorm with beta = 0 (and eps = 0); with one
+    number gamma its output mean is 0."""
     torch.manual_seed(1)
     x = torch.randn(3, 4, 10, dtype=torch.float64)
     gamma = torch.randn(10, dtype=torch.float64)

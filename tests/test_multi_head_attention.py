@@ -1,6 +1,6 @@
 """Chapter 05: multi-head attention. Variants that must agree (LLMs-from-scratch pattern): the 3h
 separate matrices, the fused module's explicit path, its fast path, nn.MultiheadAttention, the
-notes' column form, and the KV cache."""
+column form of chapter 05's derivation, and the KV cache."""
 import pytest
 import torch
 from hypothesis import given, settings
@@ -144,16 +144,16 @@ def test_permutation_equivariance(c, seed):
 
 @settings(max_examples=25, deadline=None)
 @given(c=configs, seed=st.integers(0, 2**16))
-def test_notes_column_form_equals_rows_plus_residual(c, seed):
-    """Attn(H) = H + O [head_1; ...; head_M] (the notes) == (X + MultiHead(X, X))^T, without
+def test_column_form_equals_rows_plus_residual(c, seed):
+    """Attn(H) = H + O [head_1; ...; head_M] (column form) == (X + MultiHead(X, X))^T, without
     biases."""
     (d_model, h), _, L, _ = c
     m = _mha(d_model, h, seed, bias=False)
     X = torch.randn(1, L, d_model, generator=torch.Generator().manual_seed(seed),
                     dtype=torch.float64)
     with torch.no_grad():
-        notes = multi_head_attention_columns(X[0].T, *per_head_weights(m))
-        torch.testing.assert_close(notes, (X + m(X, X, X))[0].T)
+        cols = multi_head_attention_columns(X[0].T, *per_head_weights(m))
+        torch.testing.assert_close(cols, (X + m(X, X, X))[0].T)
 
 
 @pytest.mark.parametrize("d_model,L_q,L_k", [(16, 5, 7), (64, 10, 12)])

@@ -34,7 +34,7 @@ def test_linear_map_rows_equal_columns(D, N, out, seed):
     g = torch.Generator().manual_seed(seed)
     H = torch.randn(D, N, generator=g, dtype=torch.float64)
     linear = torch.nn.Linear(D, out, bias=False, dtype=torch.float64)
-    # W H (columns, the notes) == (X W^T)^T (rows, nn.Linear with weight W).
+    # W H (columns) == (X W^T)^T (rows, nn.Linear with weight W).
     torch.testing.assert_close(linear.weight @ H, linear(H.T).T)
 
 
