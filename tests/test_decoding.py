@@ -275,3 +275,163 @@ def test_mode_restored_when_decoding_fails(decode):
         else:
             beam_search(model, _src(0), 2, 0.6, 5, BOS, EOS)
     assert model.training
+
+
+# -- beam search is exact when its beam holds every hypothesis ------------------------------------
+_EXACT_SYMBOLS, _EXACT_MAX_LEN = (3, 4), 5          # two word tokens besides eos (bos, pad banned)
+_EXACT_HYPS = ([(*body, EOS) for n in range(_EXACT_MAX_LEN)
+                for body in itertools.product(_EXACT_SYMBOLS, repeat=n)]
+               + list(itertools.product(_EXACT_SYMBOLS, repeat=_EXACT_MAX_LEN)))   # 63 sentences
+
+
+def _sharp_model(seed):
+    """A float64 model over 5 target ids (pad, bos, eos and two words) with sharpened next-token
+    distributions, so that long sentences can win; and 8 sources (8, 4)."""
+    torch.manual_seed(seed)
+    cfg = TransformerConfig(src_vocab_size=11, tgt_vocab_size=5, d_model=8, n_heads=2, n_layers=1,
+                            d_ff=16, dropout=0.0, max_len=8, pad_id=PAD)
+    model = Transformer(cfg).double().eval()
+    with torch.no_grad():
+        model.output_projection.weight.mul_(3.0)
+    return model, torch.randint(3, 11, (8, 4), generator=torch.Generator().manual_seed(seed))
+
+
+def _exhaustive_log_probs(model, src):
+    """log p(Y | src) of every sentence in _EXACT_HYPS, for every row of src: (B, 63), and |Y|."""
+    n, length = len(_EXACT_HYPS), _EXACT_MAX_LEN
+    tgt = torch.full((n, length + 1), PAD)
+    tgt[:, 0] = BOS
+    for i, seq in enumerate(_EXACT_HYPS):
+        tgt[i, 1:len(seq) + 1] = torch.tensor(seq)
+    lengths = torch.tensor([len(seq) for seq in _EXACT_HYPS])
+    with torch.no_grad():          # teacher forcing; right padding is invisible to real positions
+        log_p = model(src.repeat_interleave(n, 0), tgt[:, :-1].repeat(src.shape[0], 1))
+        log_p = log_p.log_softmax(-1).view(src.shape[0], n, length, -1)
+    per_token = log_p.gather(-1, tgt[None, :, 1:, None].expand(src.shape[0], -1, -1, 1))[..., 0]
+    return per_token.masked_fill(torch.arange(length) >= lengths[:, None], 0.0).sum(-1), lengths
+
+
+@pytest.mark.parametrize("seed", [1, 8])
+def test_beam_as_wide_as_the_hypothesis_space_is_exhaustive_search(seed):
+    """With beam_size = the number of complete hypotheses (63: two word tokens, max_len 5), beam
+    search prunes nothing (at most 16 live beams x 3 tokens = 48 candidates a step, all ranked
+    within the best K, and fewer than K sentences finish before the last step), so the only
+    thing that can end it early is its stopping bound. That bound must hold for every alpha:
+    a live hypothesis with log-prob s <= 0 can reach at most s / lp(max_len), because lp grows
+    with length; dividing by lp(t) instead stops too early and misses a longer, better sentence.
+    The best sentence and its score must be exhaustive search's, for each alpha."""
+    model, src = _sharp_model(seed)
+    log_p, lengths = _exhaustive_log_probs(model, src)                            # (8, 63), (63,)
+    index = {seq: i for i, seq in enumerate(_EXACT_HYPS)}
+    for alpha in (0.0, 0.6, 1.2, 2.0, 3.0):
+        exhaustive = log_p / length_penalty(lengths.double(), alpha)                    # (8, 63)
+        out, scores = beam_search(model, src, len(_EXACT_HYPS), alpha, _EXACT_MAX_LEN, BOS, EOS,
+                                  return_scores=True)
+        _check_output_format(out, _EXACT_MAX_LEN)
+        for b in range(src.shape[0]):
+            found = index[tuple(t for t in out[b, 1:].tolist() if t != PAD)]
+            best = exhaustive[b].max().item()
+            assert scores[b].item() == pytest.approx(best, abs=1e-9), (alpha, b)
+            assert exhaustive[b, found].item() == pytest.approx(best, abs=1e-9), (alpha, b)
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decoding_with_pad_id_5_ignores_source_padding(use_cache):
+    """A model whose pad_id is 5 (0 an ordinary word): greedy and beam search hide exactly the 5s
+    of the source, so each sentence of a padded batch decodes as it does alone, unpadded; pad_id
+    5, never 0, is what follows eos and is never emitted. (This random model repeats one word,
+    so its logits and scores carry the comparison.)"""
+    torch.manual_seed(13)
+    cfg = TransformerConfig(src_vocab_size=13, tgt_vocab_size=13, d_model=16, n_heads=2,
+                            n_layers=2, d_ff=32, dropout=0.1, max_len=40, pad_id=5)
+    model = Transformer(cfg).double()
+    g = torch.Generator().manual_seed(13)
+    src = torch.randint(0, 13, (3, 7), generator=g)
+    src[src == 5] = 6
+    src[:, 0] = 0
+    lengths = (7, 4, 2)
+    for b, n in enumerate(lengths):
+        src[b, n:] = 5
+    greedy, logits = greedy_decode(model, src, 10, BOS, EOS, use_cache=use_cache,
+                                   return_logits=True)
+    beam, scores = beam_search(model, src, 3, 0.6, 10, BOS, EOS, use_cache=use_cache,
+                               return_scores=True)
+    for together in (greedy, beam):
+        for row in together.tolist():                         # 5 only after eos, 0 can be a word
+            n = row.index(EOS) + 1 if EOS in row else len(row)
+            assert 5 not in row[:n] and all(t == 5 for t in row[n:])
+    for b, n in enumerate(lengths):
+        alone = src[b:b + 1, :n]                                                    # no padding
+        one_beam, one_score = beam_search(model, alone, 3, 0.6, 10, BOS, EOS,
+                                          use_cache=use_cache, return_scores=True)
+        one_greedy, one_logits = greedy_decode(model, alone, 10, BOS, EOS, use_cache=use_cache,
+                                               return_logits=True)
+        for together, one in ((greedy, one_greedy), (beam, one_beam)):
+            k = one.shape[1]
+            assert together[b, :k].tolist() == one[0].tolist()
+            assert (together[b, k:] == 5).all()
+        torch.testing.assert_close(logits[b:b + 1, :one_logits.shape[1]], one_logits)
+        torch.testing.assert_close(scores[b:b + 1], one_score)
+    assert model.training
+
+
+def test_an_explicit_src_mask_is_honoured_by_greedy_and_beam():
+    """A src_mask passed to greedy_decode or beam_search reaches the encoder as well as the
+    cross-attention: hiding every source position after the third decodes exactly as the
+    sources cut after three tokens (logits and scores compared, as the model repeats words)."""
+    model = _model(15).double()
+    src = _src(15)                                              # real lengths 7, 6, 5
+    keep = torch.zeros(src.shape, dtype=torch.bool)
+    keep[:, :3] = True
+    src_mask, cut = keep[:, None, None, :], src[:, :3]                          # (B, 1, 1, S)
+    for use_cache in (True, False):
+        ys, logits = greedy_decode(model, src, 8, BOS, EOS, src_mask, use_cache,
+                                   return_logits=True)
+        ys_cut, logits_cut = greedy_decode(model, cut, 8, BOS, EOS, use_cache=use_cache,
+                                           return_logits=True)
+        assert torch.equal(ys, ys_cut)
+        torch.testing.assert_close(logits, logits_cut)
+        out, scores = beam_search(model, src, 3, 0.6, 8, BOS, EOS, src_mask, use_cache,
+                                  return_scores=True)
+        out_cut, scores_cut = beam_search(model, cut, 3, 0.6, 8, BOS, EOS, use_cache=use_cache,
+                                          return_scores=True)
+        assert torch.equal(out, out_cut)
+        torch.testing.assert_close(scores, scores_cut)
+
+
+def _reference_beam(model, src, beam, alpha, max_len):
+    """Steps 1-6 of chapter 15's beam search for one sentence src (1, S), in plain Python, each
+    step a full forward pass: returns (normalised score, tokens) of the best finished hypothesis."""
+    vocab = model.config.tgt_vocab_size
+    live, finished, n_finished = [(0.0, (BOS,))], [], 0
+    for t in range(1, max_len + 1):
+        with torch.no_grad():
+            logits = model(src.expand(len(live), -1), torch.tensor([y for _, y in live]))[:, -1]
+        log_p = logits.log_softmax(-1).tolist()
+        best_2k = sorted(((s + log_p[i][v], y + (v,)) for i, (s, y) in enumerate(live)
+                          for v in range(vocab) if v not in (PAD, BOS)), reverse=True)[:2 * beam]
+        ended = [c for rank, c in enumerate(best_2k) if c[1][-1] == EOS and rank < beam]
+        live = [c for c in best_2k if c[1][-1] != EOS][:beam]
+        if t == max_len:
+            ended += live                                 # finished as they are, without eos
+        finished += [(s / length_penalty(t, alpha), y) for s, y in ended]
+        n_finished += len(ended)
+        if n_finished >= beam or max(finished, default=(-float("inf"),))[0] >= (
+                max(s for s, _ in live) / length_penalty(max_len, alpha)):
+            break
+    return max(finished)
+
+
+def test_beam_search_follows_its_six_steps():
+    """Narrow beams (2, 3) on a sharp random model, alphas 0 to 3, a batch of 8 sentences that
+    finish at different steps: the batched search returns, for every sentence, the sentence and
+    score of the plain one-sentence reference of the chapter's steps (best 2K extensions, eos
+    finished only within the best K, the K best others continue, the K best finished at max_len,
+    stop at K finished or when no live beam can win)."""
+    model, src = _sharp_model(2)
+    for beam, alpha in itertools.product((2, 3), (0.0, 0.6, 1.2, 2.0, 3.0)):
+        out, scores = beam_search(model, src, beam, alpha, 6, BOS, EOS, return_scores=True)
+        for b in range(src.shape[0]):
+            score, tokens = _reference_beam(model, src[b:b + 1], beam, alpha, 6)
+            assert tuple(t for t in out[b].tolist() if t != PAD) == tokens, (beam, alpha, b)
+            assert scores[b].item() == pytest.approx(score, abs=1e-9), (beam, alpha, b)

@@ -367,3 +367,63 @@ def test_attention_initialisation_matches_nn_transformer():
     for a, b in ((mine.w_1.bias, theirs.linear1.bias), (mine.w_2.bias, theirs.linear2.bias)):
         assert a.std().item() == pytest.approx(b.std().item(), rel=0.15)
         assert a.abs().max().item() == pytest.approx(b.abs().max().item(), rel=0.1)
+
+
+def _batch_padded_with_5(seed=11):
+    """For a model whose pad_id is 5: src (3, 7) right-padded with 5 to real lengths 7, 4, 2, tgt
+    (3, 6); 5 appears nowhere else, and 0 is an ordinary word (every sentence starts with it)."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, 23, (3, 7), generator=g)
+    tgt = torch.randint(0, 19, (3, 6), generator=g)
+    src[src == 5], tgt[tgt == 5] = 6, 6
+    src[:, 0], tgt[:, 1] = 0, 0
+    lengths = (7, 4, 2)
+    for b, n in enumerate(lengths):
+        src[b, n:] = 5
+    return src, tgt, lengths
+
+
+def test_default_masks_use_the_configured_pad_id():
+    """With pad_id = 5 (and 0 a word), the default source mask hides exactly the 5s: the logits
+    and the memory at real positions are those of each sentence run alone, with no padding, and
+    they stay so when the source padding grows or the target padding changes content or length,
+    through forward, encode + decode, and cached decoding."""
+    torch.manual_seed(12)
+    m = Transformer(small(pad_id=5)).double().eval()
+    src, tgt, lengths = _batch_padded_with_5()
+    out = m(src, tgt)                                                               # (3, 6, 19)
+    memory = m.encode(src)                                                          # (3, 7, 16)
+    for b, n in enumerate(lengths):
+        alone = src[b:b + 1, :n]                                                    # no padding
+        torch.testing.assert_close(out[b:b + 1], m(alone, tgt[b:b + 1]))
+        torch.testing.assert_close(memory[b:b + 1, :n], m.encode(alone))
+    more_padding = torch.cat([src, torch.full((3, 3), 5)], 1)
+    torch.testing.assert_close(m(more_padding, tgt), out)
+    src_mask = make_padding_mask(src, 5)
+    torch.testing.assert_close(m(src, tgt, src_mask), out)
+    torch.testing.assert_close(m.decode(tgt, memory, src_mask), out)
+    cache = {}                                                  # one target token at a time
+    steps = [m.decode(tgt[:, t:t + 1], memory, src_mask, cache=cache) for t in range(6)]
+    torch.testing.assert_close(torch.cat(steps, 1), out)
+    # right padding of the target (any ids, any length) changes nothing before it
+    for pad in (torch.full((3, 2), 5), torch.tensor([[0, 7, 5], [3, 3, 3], [18, 0, 1]])):
+        torch.testing.assert_close(m(src, torch.cat([tgt, pad], 1))[:, :6], out)
+    torch.testing.assert_close(m(src, tgt[:, :4]), out[:, :4])
+
+
+def test_an_explicit_src_mask_reaches_the_encoder_and_the_cross_attention():
+    """A src_mask given to forward or encode + decode replaces the default one everywhere: hiding
+    every source position after the fourth (three real tokens in rows 0 and 2) gives the logits
+    (and, at the positions left visible, the memory) of the sources cut after four tokens."""
+    torch.manual_seed(14)
+    m = Transformer(small()).double().eval()
+    src, tgt = batch(6)
+    keep = torch.zeros(3, 7, dtype=torch.bool)
+    keep[:, :4] = True
+    src_mask = keep[:, None, None, :]                                           # (B, 1, 1, S)
+    cut = src[:, :4]
+    expected = m(cut, tgt)
+    torch.testing.assert_close(m(src, tgt, src_mask), expected)
+    memory = m.encode(src, src_mask)
+    torch.testing.assert_close(memory[:, :4], m.encode(cut))
+    torch.testing.assert_close(m.decode(tgt, memory, src_mask), expected)
