@@ -7,6 +7,7 @@ cache. Chapter 15 (notebooks/15_decoding.ipynb): the paper's section 6.1
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -18,55 +19,6 @@ from .model import evaluating
 __all__ = ['greedy_decode', 'length_penalty', 'beam_search']
 
 # %% ../notebooks/15_decoding.ipynb #bc96db69
-def _pad_id(model: nn.Module, pad_id: int | None) -> int:
-    if pad_id is not None:
-        return pad_id
-    while isinstance(getattr(model, "module", None), nn.Module):    # DistributedDataParallel
-        model = model.module
-    return int(getattr(getattr(model, "config", None), "pad_id", 0))
-
-
-def _check_src(src: torch.Tensor) -> None:
-    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
-        got = (f"{src.dtype} tensor of shape {tuple(src.shape)}" if isinstance(src, torch.Tensor)
-               else type(src).__name__)
-        raise ValueError(f"src must be a long tensor of token ids of shape (B, S), got {got}")
-
-
-def _check_model(model: nn.Module) -> None:
-    if not hasattr(model, "encode") and isinstance(getattr(model, "module", None), nn.Module):
-        raise TypeError(f"model is a {type(model).__name__} wrapper: decode with the model inside "
-                        "it, model.module (DistributedDataParallel only synchronises gradients, "
-                        "and decoding computes none)")
-
-
-def _check_count(value, name: str, what: str) -> None:
-    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
-        raise ValueError(f"{name} must be >= 1, a whole number of {what}, got {value!r}")
-
-
-def _check_ids(vocab: int | None, bos_id, eos_id, pad_id: int) -> None:
-    """bos_id, eos_id and pad_id must be ids of the target vocabulary (when its size is known), eos
-    != pad."""
-    for name, i in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
-        if vocab is not None and not (hasattr(i, "__index__") and 0 <= i < vocab):
-            raise ValueError(f"{name} must be a token id of the target vocabulary, in [0, "
-                             f"{vocab}), got {i!r}")
-    if eos_id == pad_id:
-        raise ValueError(f"eos_id must differ from pad_id ({pad_id}): a finished sentence is "
-                         f"padded with pad_id, so eos must be a token of its own")
-
-
-def _check_decoding(model: nn.Module, src: torch.Tensor, bos_id, eos_id, pad_id: int | None) -> int:
-    """The checks both decoders share; returns pad_id (default: the model's config)."""
-    _check_src(src)
-    _check_model(model)
-    pad_id = _pad_id(model, pad_id)
-    _check_ids(getattr(getattr(model, "config", None), "tgt_vocab_size", None), bos_id, eos_id,
-               pad_id)
-    return pad_id
-
-
 def _banned(vocab: int, pad_id: int, bos_id: int, eos_id: int, device) -> torch.Tensor:
     """(V,) bool: tokens a decoder never emits (padding, and bos unless it doubles as eos)."""
     _check_ids(vocab, bos_id, eos_id, pad_id)                       # for a model without a config
@@ -123,6 +75,81 @@ def length_penalty(length: int | torch.Tensor, alpha: float = 0.6):
     """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al., 2016); |Y| counts eos."""
     return ((5.0 + length) / 6.0) ** alpha
 
+# %% ../notebooks/15_decoding.ipynb #5c69d4aa
+@dataclass
+class _Beams:
+    """The state of beam search over B sentences with K beams each."""
+
+    tokens: torch.Tensor         # (B*K, t) the live hypotheses, each starting with bos
+    scores: torch.Tensor         # (B, K) their raw scores: sums of log-probabilities
+    fin_tokens: torch.Tensor     # (B, K, max_len+1) the finished hypotheses, best first
+    fin_scores: torch.Tensor     # (B, K) their normalised scores s(Y)
+    fin_count: torch.Tensor      # (B,) how many hypotheses have finished
+    done: torch.Tensor           # (B,) sentences whose search is over
+
+
+def _start_beams(model: nn.Module, src: torch.Tensor, src_mask: torch.Tensor | None, K: int,
+                 max_len: int, bos_id: int, pad_id: int):
+    """Step 1: encode once and repeat each sentence's encoder output K times; only beam 0 is live.
+    Returns the memory (B*K, S, d), its mask and the `_Beams`."""
+    B, device = src.shape[0], src.device
+    if src_mask is None:
+        src_mask = (src != pad_id)[:, None, None, :]                              # (B, 1, 1, S)
+    memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)              # (B*K, S, d)
+    src_mask = src_mask.repeat_interleave(K, dim=0) if src_mask.shape[0] == B else src_mask
+    # raw log-probs of the live beams, in float32 (bf16 and fp16 logits too), float64 for a
+    # float64 model
+    dtype = torch.promote_types(memory.dtype, torch.float32)
+    scores = torch.full((B, K), -math.inf, dtype=dtype, device=device)
+    scores[:, 0] = 0.0
+    return memory, src_mask, _Beams(
+        tokens=torch.full((B * K, 1), bos_id, dtype=torch.long, device=device),
+        scores=scores,
+        fin_tokens=torch.full((B, K, max_len + 1), pad_id, dtype=torch.long, device=device),
+        fin_scores=torch.full((B, K), -math.inf, dtype=dtype, device=device),
+        fin_count=torch.zeros(B, dtype=torch.long, device=device),
+        done=torch.zeros(B, dtype=torch.bool, device=device))
+
+# %% ../notebooks/15_decoding.ipynb #2408d782
+def _beam_step(b: _Beams, logits: torch.Tensor, t: int, max_len: int, alpha: float, pad_id: int,
+               bos_id: int, eos_id: int) -> torch.Tensor:
+    """Steps 2-6 for the logits (B*K, V) of the step that makes t tokens; updates `b` and returns
+    the order (B*K,) in which the beams' caches must follow them."""
+    (B, K), V, device = b.scores.shape, logits.shape[-1], logits.device
+    log_p = torch.log_softmax(logits.to(b.scores.dtype), dim=-1)
+    log_p = log_p.masked_fill(_banned(V, pad_id, bos_id, eos_id, device), -math.inf)
+    # step 2: beam score + token log-prob of the K*V extensions, and the best 2K
+    cand = (b.scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)
+    top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=1)                     # (B, 2K)
+    top_beam, top_token = top_idx // V, top_idx % V
+    is_eos = top_token == eos_id
+    # step 3: eos among the best K finishes (step 6: at max_len, the K best others too)
+    finish = is_eos & (torch.arange(top_idx.shape[1], device=device) < K)
+    if t == max_len:
+        finish |= ~is_eos & ((~is_eos).cumsum(1) <= K)             # the K best that are not eos
+    finish &= torch.isfinite(top_scores) & ~b.done[:, None]
+    if finish.any():
+        # (B, 2K, t)
+        parents = b.tokens.view(B, K, t).gather(1, top_beam[:, :, None].expand(-1, -1, t))
+        hyp = torch.cat([parents, top_token[:, :, None]], dim=2)                  # (B, 2K, t+1)
+        # (B, 2K, max_len+1)
+        hyp = torch.nn.functional.pad(hyp, (0, max_len - t), value=pad_id)
+        norm = (top_scores / length_penalty(t, alpha)).masked_fill(~finish, -math.inf)
+        all_scores = torch.cat([b.fin_scores, norm], dim=1)                            # (B, 3K)
+        b.fin_scores, keep = all_scores.topk(K, dim=1)
+        b.fin_tokens = torch.cat([b.fin_tokens, hyp], dim=1).gather(
+            1, keep[:, :, None].expand(-1, -1, max_len + 1))
+        b.fin_count += finish.sum(1)
+    # step 4: the best K extensions that are not eos continue
+    b.scores, pick = top_scores.masked_fill(is_eos, -math.inf).topk(K, dim=1)          # (B, K)
+    beam, token = top_beam.gather(1, pick), top_token.gather(1, pick)
+    order = (torch.arange(B, device=device)[:, None] * K + beam).view(-1)                # (B*K,)
+    b.tokens = torch.cat([b.tokens.index_select(0, order), token.view(-1, 1)], dim=1)
+    # step 5: done with K finished, or when no live beam can beat the best finished
+    best_possible = b.scores.max(dim=1).values / length_penalty(max_len, alpha)
+    b.done |= (b.fin_count >= K) | (b.fin_scores[:, 0] >= best_possible)
+    return order
+
 # %% ../notebooks/15_decoding.ipynb #4d2de531
 def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
@@ -135,6 +162,81 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
     float32 (float64 for a float64 model). `max_len` (new tokens) defaults to S + 50, capped at the
     model's `config.max_len`.
     """
+    pad_id, max_len = _check_beam_args(model, src, beam_size, alpha, max_len, bos_id, eos_id,
+                                       pad_id)
+    with evaluating(model):            # eval mode, no gradients; the mode is restored even on error
+        memory, src_mask, b = _start_beams(model, src, src_mask, beam_size, max_len, bos_id,
+                                           pad_id)
+        cache = {} if use_cache else None
+        for t in range(1, max_len + 1):                                   # t tokens after this step
+            if use_cache:
+                # (B*K, V)
+                logits = model.decode(b.tokens[:, -1:], memory, src_mask, cache=cache)[:, -1]
+            else:
+                logits = model.decode(b.tokens, memory, src_mask, _causal(t, src.device))[:, -1]
+            order = _beam_step(b, logits, t, max_len, alpha, pad_id, bos_id, eos_id)
+            if use_cache:
+                reorder_cache(cache, order)                 # every cached row follows its beam
+            if b.done.all():
+                break
+    best = b.fin_tokens[:, 0]                                                       # (B, max_len+1)
+    length = int((best != pad_id).sum(1).max()) if len(src) else 2       # empty batch: as greedy
+    best = best[:, :length]
+    return (best, b.fin_scores[:, 0]) if return_scores else best
+
+# %% ../notebooks/15_decoding.ipynb #0dee7408
+def _pad_id(model: nn.Module, pad_id: int | None) -> int:
+    if pad_id is not None:
+        return pad_id
+    while isinstance(getattr(model, "module", None), nn.Module):    # DistributedDataParallel
+        model = model.module
+    return int(getattr(getattr(model, "config", None), "pad_id", 0))
+
+
+def _check_src(src: torch.Tensor) -> None:
+    if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
+        got = (f"{src.dtype} tensor of shape {tuple(src.shape)}" if isinstance(src, torch.Tensor)
+               else type(src).__name__)
+        raise ValueError(f"src must be a long tensor of token ids of shape (B, S), got {got}")
+
+
+def _check_model(model: nn.Module) -> None:
+    if not hasattr(model, "encode") and isinstance(getattr(model, "module", None), nn.Module):
+        raise TypeError(f"model is a {type(model).__name__} wrapper: decode with the model inside "
+                        "it, model.module (DistributedDataParallel only synchronises gradients, "
+                        "and decoding computes none)")
+
+
+def _check_count(value, name: str, what: str) -> None:
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value < 1:
+        raise ValueError(f"{name} must be >= 1, a whole number of {what}, got {value!r}")
+
+
+def _check_ids(vocab: int | None, bos_id, eos_id, pad_id: int) -> None:
+    """bos_id, eos_id and pad_id must be ids of the target vocabulary (when its size is known), eos
+    != pad."""
+    for name, i in (("bos_id", bos_id), ("eos_id", eos_id), ("pad_id", pad_id)):
+        if vocab is not None and not (hasattr(i, "__index__") and 0 <= i < vocab):
+            raise ValueError(f"{name} must be a token id of the target vocabulary, in [0, "
+                             f"{vocab}), got {i!r}")
+    if eos_id == pad_id:
+        raise ValueError(f"eos_id must differ from pad_id ({pad_id}): a finished sentence is "
+                         f"padded with pad_id, so eos must be a token of its own")
+
+
+def _check_decoding(model: nn.Module, src: torch.Tensor, bos_id, eos_id, pad_id: int | None) -> int:
+    """The checks both decoders share; returns pad_id (default: the model's config)."""
+    _check_src(src)
+    _check_model(model)
+    pad_id = _pad_id(model, pad_id)
+    _check_ids(getattr(getattr(model, "config", None), "tgt_vocab_size", None), bos_id, eos_id,
+               pad_id)
+    return pad_id
+
+def _check_beam_args(model: nn.Module, src: torch.Tensor, beam_size, alpha, max_len, bos_id, eos_id,
+                     pad_id: int | None) -> tuple[int, int]:
+    """The checks of `beam_search`; returns pad_id (default: the model's config) and max_len
+    (default: S + 50, capped at the model's `config.max_len`)."""
     _check_src(src)
     if bos_id is None or eos_id is None:
         raise ValueError("bos_id and eos_id must be given")
@@ -146,70 +248,4 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
         max_len = min(src.shape[1] + 50,
                       int(getattr(getattr(model, "config", None), "max_len", 10**9)))
     _check_count(max_len, "max_len", "new tokens")
-    with evaluating(model):            # eval mode, no gradients; the mode is restored even on error
-        B, K, device = src.shape[0], beam_size, src.device
-        if src_mask is None:
-            src_mask = (src != pad_id)[:, None, None, :]                              # (B, 1, 1, S)
-        memory = model.encode(src, src_mask).repeat_interleave(K, dim=0)              # (B*K, S, d)
-        src_mask = src_mask.repeat_interleave(K, dim=0) if src_mask.shape[0] == B else src_mask
-        tokens = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)    # (B*K, t)
-        # raw log-probs of the live beams, in float32 (bf16 and fp16 logits too), float64 for a
-        # float64 model
-        dtype = torch.promote_types(memory.dtype, torch.float32)
-        scores = torch.full((B, K), -math.inf, dtype=dtype, device=device)
-        scores[:, 0] = 0.0
-        fin_tokens = torch.full((B, K, max_len + 1), pad_id, dtype=torch.long, device=device)
-        # normalised, best first
-        fin_scores = torch.full((B, K), -math.inf, dtype=dtype, device=device)
-        fin_count = torch.zeros(B, dtype=torch.long, device=device)
-        done = torch.zeros(B, dtype=torch.bool, device=device)
-        rank = torch.arange(2 * K, device=device)
-        batch_offset = (torch.arange(B, device=device) * K)[:, None]                  # (B, 1)
-        cache = {} if use_cache else None
-        for t in range(1, max_len + 1):                                   # t tokens after this step
-            if use_cache:
-                # (B*K, V)
-                logits = model.decode(tokens[:, -1:], memory, src_mask, cache=cache)[:, -1]
-            else:
-                logits = model.decode(tokens, memory, src_mask, _causal(t, device))[:, -1]
-            V = logits.shape[-1]
-            log_p = torch.log_softmax(logits.to(dtype), dim=-1)
-            log_p = log_p.masked_fill(_banned(V, pad_id, bos_id, eos_id, device), -math.inf)
-            # beam score + token log-prob
-            cand = (scores[:, :, None] + log_p.view(B, K, V)).view(B, K * V)
-            top_scores, top_idx = cand.topk(min(2 * K, K * V), dim=1)                 # (B, 2K)
-            top_beam, top_token = top_idx // V, top_idx % V
-            is_eos = top_token == eos_id
-            # -- finish: eos among the best K (and, at max_len, the K best others too) -------------
-            finish = is_eos & (rank[: top_idx.shape[1]] < K)
-            if t == max_len:
-                finish |= ~is_eos & ((~is_eos).cumsum(1) <= K)         # the K best that are not eos
-            finish &= torch.isfinite(top_scores) & ~done[:, None]
-            if finish.any():
-                # (B, 2K, t)
-                parents = tokens.view(B, K, t).gather(1, top_beam[:, :, None].expand(-1, -1, t))
-                hyp = torch.cat([parents, top_token[:, :, None]], dim=2)              # (B, 2K, t+1)
-                # (B, 2K, max_len+1)
-                hyp = torch.nn.functional.pad(hyp, (0, max_len - t), value=pad_id)
-                norm = (top_scores / length_penalty(t, alpha)).masked_fill(~finish, -math.inf)
-                all_scores = torch.cat([fin_scores, norm], dim=1)                          # (B, 3K)
-                fin_scores, keep = all_scores.topk(K, dim=1)
-                fin_tokens = torch.cat([fin_tokens, hyp], dim=1).gather(
-                    1, keep[:, :, None].expand(-1, -1, max_len + 1))
-                fin_count += finish.sum(1)
-            # -- continue: the best K extensions that are not eos ----------------------------------
-            scores, pick = top_scores.masked_fill(is_eos, -math.inf).topk(K, dim=1)         # (B, K)
-            beam, token = top_beam.gather(1, pick), top_token.gather(1, pick)
-            order = (batch_offset + beam).view(-1)                                          # (B*K,)
-            tokens = torch.cat([tokens.index_select(0, order), token.view(-1, 1)], dim=1)
-            if use_cache:
-                reorder_cache(cache, order)
-            # -- stop when every sentence is done --------------------------------------------------
-            best_possible = scores.max(dim=1).values / length_penalty(max_len, alpha)
-            done |= (fin_count >= K) | (fin_scores[:, 0] >= best_possible)
-            if done.all():
-                break
-    best = fin_tokens[:, 0]                                                         # (B, max_len+1)
-    length = int((best != pad_id).sum(1).max()) if B else 2                 # empty batch: as greedy
-    best = best[:, :length]
-    return (best, fin_scores[:, 0]) if return_scores else best
+    return pad_id, max_len

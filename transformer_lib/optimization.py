@@ -22,9 +22,9 @@ from .model import _is_compiling
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'budget_lr', 'BudgetSchedule', 'adamw',
-           'CosineSchedule', 'LabelSmoothingLoss', 'CheckpointError', 'unwrap_model', 'config_dict', 'get_rng_state',
-           'set_rng_state', 'save_checkpoint', 'check_loadable', 'read_checkpoint', 'load_checkpoint',
-           'average_checkpoints']
+           'CosineSchedule', 'LabelSmoothingLoss', 'save_checkpoint', 'load_checkpoint', 'average_checkpoints',
+           'CheckpointError', 'unwrap_model', 'config_dict', 'get_rng_state', 'set_rng_state', 'check_loadable',
+           'read_checkpoint']
 
 # %% ../notebooks/14_optimization.ipynb #78ec5956
 def paper_adam(params: Iterable, lr: float = 1.0, betas: tuple[float, float] = (0.9, 0.98),
@@ -77,14 +77,7 @@ def budget_lr(step: int, progress: float, warmup_steps: int, decay_start: float 
     `progress` = `decay_start` and 1 (progress: the fraction of the time or update budget used).
     A deviation from the paper's eq. (3), which is written for a known number of updates.
     """
-    if step < 1:
-        raise ValueError(f"step must be >= 1 (updates are counted from 1), got {step}")
-    if warmup_steps < 1:
-        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
-    if not 0.0 <= decay_start <= 1.0:
-        raise ValueError(f"decay_start must be in [0, 1], got {decay_start}")
-    if not 0.0 <= progress <= 1.0:
-        raise ValueError(f"progress must be in [0, 1], got {progress}")
+    _check_budget_args(step, progress, warmup_steps, decay_start)
     decay = 1.0 if progress <= decay_start else (1.0 - progress) / (1.0 - decay_start)
     return min(1.0, step / warmup_steps) * decay
 
@@ -163,33 +156,13 @@ class LabelSmoothingLoss(nn.Module):
     def __init__(self, vocab_size: int, smoothing: float = 0.1, pad_id: int | None = 0,
                  reduction: str = "mean"):
         super().__init__()
-        if vocab_size < 2:
-            raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
-        if not 0.0 <= smoothing < 1.0:
-            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
-        if reduction not in ("mean", "sum"):
-            raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+        _check_smoothing_args(vocab_size, smoothing, reduction)
         self.vocab_size, self.smoothing, self.pad_id, self.reduction = (vocab_size, smoothing,
                                                                         pad_id, reduction)
         self.check_inputs = True      # range-check target ids per call (one host sync on a GPU)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        if (logits.dim() < 2 or logits.shape[-1] != self.vocab_size
-            or not logits.is_floating_point()):
-            raise ValueError("logits must be a floating-point tensor of shape (B, L, "
-                             f"V={self.vocab_size}), got {logits.dtype} {tuple(logits.shape)}")
-        if target.shape != logits.shape[:-1] or target.dtype != torch.long:
-            raise ValueError(f"target must be a long tensor of shape {tuple(logits.shape[:-1])} "
-                             f"(the logits without their last axis), got {target.dtype} "
-                             f"{tuple(target.shape)}")
-        if self.check_inputs and not _is_compiling() and target.numel():
-            # one sync; skipped when compiled
-            low, high = torch.aminmax(target)
-            if low < 0 or high >= self.vocab_size:
-                bad = int(low) if low < 0 else int(high)
-                raise ValueError(f"target contains token id {bad} outside the vocabulary [0, "
-                                 f"{self.vocab_size}); positions to ignore must hold "
-                                 f"pad_id={self.pad_id} (not -100 as in F.cross_entropy)")
+        _check_logits_target(self, logits, target)         # shapes, dtypes, ids in [0, V)
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
         log_p = F.log_softmax(logits, dim=-1)                        # (B, L, V)
@@ -205,6 +178,133 @@ class LabelSmoothingLoss(nn.Module):
         if self.reduction == "sum":
             return total
         return total / n_tokens.clamp(min=1)
+
+# %% ../notebooks/14_optimization.ipynb #f1f7663b
+def save_checkpoint(path: str | os.PathLike, model: nn.Module,
+                    optimizer: torch.optim.Optimizer | None = None,
+                    scheduler=None, step: int = 0, config=None, extra: dict | None = None) -> Path:
+    """Write model, optimizer, scheduler, step, config, RNG states and `extra` to `path` atomically.
+
+    `config` defaults to `model.config` when the model has one. `extra` holds anything else a loop
+    needs to resume: tensors and plain values only (what loading reads back; anything else, e.g. a
+    numpy scalar or a Path, is a TypeError here, not an unreadable file later). Returns the path.
+    """
+    model = unwrap_model(model)
+    if config is None:
+        config = getattr(model, "config", None)
+    ckpt = {"format": CHECKPOINT_FORMAT, "step": int(step), "config": config_dict(config),
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict() if optimizer is not None else None,
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "rng": get_rng_state(), "extra": dict(extra or {})}
+    check_loadable(ckpt["extra"], "extra")
+    check_loadable(ckpt["config"], "config")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        torch.save(ckpt, tmp)
+        os.replace(tmp, path)         # atomic: the old file or the new one, never half of one
+    finally:
+        tmp.unlink(missing_ok=True)   # a failed save (disk full, ...) leaves no partial file behind
+    return path
+
+# %% ../notebooks/14_optimization.ipynb #d01e1ae7
+def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None,
+                    optimizer: torch.optim.Optimizer | None = None, scheduler=None, *,
+                    restore_rng: bool = True, map_location="cpu") -> dict:
+    """Restore what `save_checkpoint` wrote into the objects given; returns the checkpoint dict.
+
+    The model's `config` (if it has one) must equal the saved config, else CheckpointError names
+    the fields that differ. Read with torch.load(weights_only=True): nothing is unpickled but
+    tensors and plain values.
+    """
+    ckpt = read_checkpoint(path, map_location)
+    model = unwrap_model(model) if model is not None else None
+    # everything checked before anything changes
+    _check_fits(ckpt, path, model, optimizer, scheduler)
+    try:
+        for name, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
+            if obj is not None:
+                obj.load_state_dict(ckpt[name])
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"checkpoint {path} does not fit the model: {e}") from e
+    if restore_rng:
+        set_rng_state(ckpt["rng"])
+    return ckpt
+
+# %% ../notebooks/14_optimization.ipynb #eca1d327
+def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.Tensor]:
+    """Elementwise mean of the model weights of several checkpoints (section 6.1).
+
+    Returns a state dict for `model.load_state_dict`. Floating-point tensors are averaged in float64
+    and cast back to their dtype; other tensors are taken from the last checkpoint.
+    """
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise TypeError(f"paths must be a list of checkpoint paths, got one path {str(paths)!r}; "
+                        f"pass [{str(paths)!r}] (one checkpoint averages to its own weights)")
+    paths = list(paths)
+    if not paths:
+        raise ValueError("paths must name at least one checkpoint, got none")
+    total: dict[str, torch.Tensor] = {}
+    first: dict[str, torch.Tensor] = {}
+    for i, path in enumerate(paths):
+        state = read_checkpoint(path)["model"]
+        if i == 0:
+            first = state
+        elif set(state) != set(first) or any(state[k].shape != first[k].shape for k in state):
+            raise CheckpointError(f"checkpoint {path} has different parameter names or shapes than "
+                                  f"{paths[0]}")
+        for name, tensor in state.items():
+            if tensor.is_floating_point():
+                total[name] = total[name] + tensor.double() if i else tensor.double()
+            else:
+                total[name] = tensor.clone()
+    return {name: (t / len(paths)).to(first[name].dtype) if first[name].is_floating_point() else t
+            for name, t in total.items()}
+
+# %% ../notebooks/14_optimization.ipynb #27bde06d
+def _check_budget_args(step: int, progress: float, warmup_steps: int, decay_start: float) -> None:
+    """ValueError naming the argument unless `budget_lr` can evaluate them."""
+    if step < 1:
+        raise ValueError(f"step must be >= 1 (updates are counted from 1), got {step}")
+    if warmup_steps < 1:
+        raise ValueError(f"warmup_steps must be >= 1, got {warmup_steps}")
+    if not 0.0 <= decay_start <= 1.0:
+        raise ValueError(f"decay_start must be in [0, 1], got {decay_start}")
+    if not 0.0 <= progress <= 1.0:
+        raise ValueError(f"progress must be in [0, 1], got {progress}")
+
+# %% ../notebooks/14_optimization.ipynb #18d46d29
+def _check_smoothing_args(vocab_size: int, smoothing: float, reduction: str) -> None:
+    """ValueError naming the argument unless `LabelSmoothingLoss` can be built with them."""
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+
+
+def _check_logits_target(self, logits: torch.Tensor, target: torch.Tensor) -> None:
+    """ValueError unless `logits` (B, L, V) and `target` (B, L) fit `LabelSmoothingLoss` `self`;
+    with `self.check_inputs`, every target id must lie in [0, V) (one host sync on a GPU)."""
+    if (logits.dim() < 2 or logits.shape[-1] != self.vocab_size
+        or not logits.is_floating_point()):
+        raise ValueError("logits must be a floating-point tensor of shape (B, L, "
+                         f"V={self.vocab_size}), got {logits.dtype} {tuple(logits.shape)}")
+    if target.shape != logits.shape[:-1] or target.dtype != torch.long:
+        raise ValueError(f"target must be a long tensor of shape {tuple(logits.shape[:-1])} "
+                         f"(the logits without their last axis), got {target.dtype} "
+                         f"{tuple(target.shape)}")
+    if self.check_inputs and not _is_compiling() and target.numel():
+        # one sync; skipped when compiled
+        low, high = torch.aminmax(target)
+        if low < 0 or high >= self.vocab_size:
+            bad = int(low) if low < 0 else int(high)
+            raise ValueError(f"target contains token id {bad} outside the vocabulary [0, "
+                             f"{self.vocab_size}); positions to ignore must hold "
+                             f"pad_id={self.pad_id} (not -100 as in F.cross_entropy)")
 
 # %% ../notebooks/14_optimization.ipynb #655292e9
 CHECKPOINT_FORMAT = 1
@@ -247,37 +347,7 @@ def set_rng_state(state: dict) -> None:
         == torch.cuda.device_count()):
         torch.cuda.set_rng_state_all(state["cuda"])
 
-# %% ../notebooks/14_optimization.ipynb #f1f7663b
-def save_checkpoint(path: str | os.PathLike, model: nn.Module,
-                    optimizer: torch.optim.Optimizer | None = None,
-                    scheduler=None, step: int = 0, config=None, extra: dict | None = None) -> Path:
-    """Write model, optimizer, scheduler, step, config, RNG states and `extra` to `path` atomically.
-
-    `config` defaults to `model.config` when the model has one. `extra` holds anything else a loop
-    needs to resume: tensors and plain values only (what loading reads back; anything else, e.g. a
-    numpy scalar or a Path, is a TypeError here, not an unreadable file later). Returns the path.
-    """
-    model = unwrap_model(model)
-    if config is None:
-        config = getattr(model, "config", None)
-    ckpt = {"format": CHECKPOINT_FORMAT, "step": int(step), "config": config_dict(config),
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict() if optimizer is not None else None,
-            "scheduler": scheduler.state_dict() if scheduler is not None else None,
-            "rng": get_rng_state(), "extra": dict(extra or {})}
-    check_loadable(ckpt["extra"], "extra")
-    check_loadable(ckpt["config"], "config")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        torch.save(ckpt, tmp)
-        os.replace(tmp, path)         # atomic: the old file or the new one, never half of one
-    finally:
-        tmp.unlink(missing_ok=True)   # a failed save (disk full, ...) leaves no partial file behind
-    return path
-
-
+# %% ../notebooks/14_optimization.ipynb #4f2c2bcf
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.Size, torch.dtype,
           torch.device)
 
@@ -301,7 +371,7 @@ def check_loadable(value, where: str = "value") -> None:
                         "only tensors and plain Python values (torch.load(weights_only=True)); "
                         "convert it first, e.g. float(x) for a numpy scalar, str(p) for a path")
 
-
+# %% ../notebooks/14_optimization.ipynb #c5e2c786
 def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
     """Load a checkpoint dict with torch.load(weights_only=True); CheckpointError if it is
     unreadable."""
@@ -322,30 +392,6 @@ def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT or "model" not in ckpt:
         raise CheckpointError(f"{path} is not a transformer_lib checkpoint (format "
                               f"{CHECKPOINT_FORMAT})")
-    return ckpt
-
-
-def load_checkpoint(path: str | os.PathLike, model: nn.Module | None = None,
-                    optimizer: torch.optim.Optimizer | None = None, scheduler=None, *,
-                    restore_rng: bool = True, map_location="cpu") -> dict:
-    """Restore what `save_checkpoint` wrote into the objects given; returns the checkpoint dict.
-
-    The model's `config` (if it has one) must equal the saved config, else CheckpointError names
-    the fields that differ. Read with torch.load(weights_only=True): nothing is unpickled but
-    tensors and plain values.
-    """
-    ckpt = read_checkpoint(path, map_location)
-    model = unwrap_model(model) if model is not None else None
-    # everything checked before anything changes
-    _check_fits(ckpt, path, model, optimizer, scheduler)
-    try:
-        for name, obj in (("model", model), ("optimizer", optimizer), ("scheduler", scheduler)):
-            if obj is not None:
-                obj.load_state_dict(ckpt[name])
-    except (RuntimeError, ValueError, KeyError) as e:
-        raise CheckpointError(f"checkpoint {path} does not fit the model: {e}") from e
-    if restore_rng:
-        set_rng_state(ckpt["rng"])
     return ckpt
 
 
@@ -392,33 +438,3 @@ def _check_shapes(saved: dict, mine: dict, what: str) -> None:
         raise CheckpointError(f"{what}: " + "; ".join(
             [f"missing {missing}"] * bool(missing) + [f"unexpected {unexpected}"] * bool(unexpected)
             + shapes))
-
-# %% ../notebooks/14_optimization.ipynb #eca1d327
-def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.Tensor]:
-    """Elementwise mean of the model weights of several checkpoints (section 6.1).
-
-    Returns a state dict for `model.load_state_dict`. Floating-point tensors are averaged in float64
-    and cast back to their dtype; other tensors are taken from the last checkpoint.
-    """
-    if isinstance(paths, (str, bytes, os.PathLike)):
-        raise TypeError(f"paths must be a list of checkpoint paths, got one path {str(paths)!r}; "
-                        f"pass [{str(paths)!r}] (one checkpoint averages to its own weights)")
-    paths = list(paths)
-    if not paths:
-        raise ValueError("paths must name at least one checkpoint, got none")
-    total: dict[str, torch.Tensor] = {}
-    first: dict[str, torch.Tensor] = {}
-    for i, path in enumerate(paths):
-        state = read_checkpoint(path)["model"]
-        if i == 0:
-            first = state
-        elif set(state) != set(first) or any(state[k].shape != first[k].shape for k in state):
-            raise CheckpointError(f"checkpoint {path} has different parameter names or shapes than "
-                                  f"{paths[0]}")
-        for name, tensor in state.items():
-            if tensor.is_floating_point():
-                total[name] = total[name] + tensor.double() if i else tensor.double()
-            else:
-                total[name] = tensor.clone()
-    return {name: (t / len(paths)).to(first[name].dtype) if first[name].is_floating_point() else t
-            for name, t in total.items()}

@@ -47,7 +47,7 @@ def pretokenize(text: str) -> list[str]:
             words[-1] += ch
     return words
 
-
+# %% ../notebooks/17_subwords_and_bleu.ipynb #7f6263cf
 def learn_bpe(texts: Sequence[str], num_merges: int) -> list[tuple[str, str]]:
     """Learn `num_merges` BPE merges from `texts` (Sennrich et al. 2016, Algorithm 1).
 
@@ -78,7 +78,7 @@ def learn_bpe(texts: Sequence[str], num_merges: int) -> list[tuple[str, str]]:
                 i += 1
     return merges
 
-
+# %% ../notebooks/17_subwords_and_bleu.ipynb #e8a4c24f
 def apply_bpe(word: str, merges: Sequence[tuple[str, str]]) -> list[str]:
     """Segment one pre-tokenized `word` with learned `merges`: repeatedly apply the earliest-learned
     merge that occurs in the word (all its occurrences, left to right) until none applies."""
@@ -105,45 +105,42 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 BYTE_TOKENS = tuple(f"<0x{i:02X}>" for i in range(256))
 
 
-def _to_ids(ids) -> list[int]:
-    if hasattr(ids, "tolist"):
-        ids = ids.tolist()
-    if any(isinstance(i, (list, tuple)) for i in ids):
-        raise ValueError("ids must be one sequence of token ids (use decode_batch for a batch)")
-    return [int(i) for i in ids]
+def _joint_bpe(texts: list[str], vocab_size: int, min_frequency: int):
+    """A `tokenizers.Tokenizer` trained on `texts` with the four decisions: one vocabulary for
+    whatever `texts` hold, special tokens at ids 0-3, no normalisation, byte fallback."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    # no normalisation: the spaces become word starts, and nothing else changes
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend(WORD_START),
+                                           normalizers.Replace(" ", WORD_START)])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never",
+                                                 split=True)             # the words of pretokenize
+    tok.decoder = decoders.Sequence([decoders.Replace(WORD_START, " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(BYTE_TOKENS),
+                                  min_frequency=min_frequency,
+                                  special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    tok.train_from_iterator(texts, trainer)                   # the special tokens get ids 0-3
+    # Append the 256 byte tokens as ordinary vocabulary entries and switch byte fallback on.
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    for b in BYTE_TOKENS:
+        vocab.setdefault(b, len(vocab))
+    spec["model"]["byte_fallback"] = True
+    return Tokenizer.from_str(json.dumps(spec))
 
-def _check_text(text: str, name: str) -> None:
-    """A str that tokenizers can take: every character has UTF-8 bytes, so no lone surrogate."""
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:                       # only a lone surrogate cannot be encoded
-        raise ValueError(f"{name} holds a lone surrogate U+{ord(text[e.start]):04X} at index "
-                         f"{e.start}, half of a UTF-16 pair and no character (it has no UTF-8 "
-                         "bytes to tokenize); fix how the text was read, e.g. open the file with "
-                         "encoding='utf-8', errors='replace', or drop the character") from None
-
-
+# %% ../notebooks/17_subwords_and_bleu.ipynb #f002f495
 class SubwordTokenizer:
     """Joint BPE tokenizer with byte fallback: special tokens `<pad>`=0, `<bos>`=1, `<eos>`=2,
     `<unk>`=3; no normalisation, so `decode(encode(s)) == s` (spaces are kept as `▁`), with one
-    exception: a `▁` (U+2581) in s reads back as a space. A lone surrogate is refused.
-
-    Train with `SubwordTokenizer.train(texts, vocab_size)`, save with `.save(path)`
-    (one JSON file) and reload with `SubwordTokenizer.load(path)`.
-    """
+    exception: a `▁` (U+2581) in s reads back as a space. A lone surrogate is refused. Train with
+    `SubwordTokenizer.train(texts, vocab_size)`, save with `.save(path)` (one JSON file) and reload
+    with `SubwordTokenizer.load(path)`."""
 
     def __init__(self, tokenizer):
-        for i, tok in enumerate(SPECIAL_TOKENS):
-            if tokenizer.token_to_id(tok) != i:
-                raise ValueError(f"tokenizer must have the special token {tok} at id {i}, "
-                                 f"found it at {tokenizer.token_to_id(tok)}")
-        # the text "<pad>" is spelled out, never read as id 0
-        tokenizer.encode_special_tokens = True
+        _check_special_tokens(tokenizer)                                 # at ids 0-3
+        tokenizer.encode_special_tokens = True      # the text "<pad>" is spelled out, never id 0
         self.tokenizer = tokenizer
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
 
@@ -153,86 +150,8 @@ class SubwordTokenizer:
         """Learn a BPE vocabulary of at most `vocab_size` ids (4 special + 256 byte + characters +
         merges) from `texts`, e.g. the German and the English training sentences together."""
         _require("tokenizers")
-        from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
-        if isinstance(texts, str):
-            raise TypeError(f"texts must be a sequence of sentences (str), got one str "
-                            f"{texts[:40]!r}{'...' if len(texts) > 40 else ''}; pass "
-                            f"[{texts[:40]!r}] to train on it as one sentence")
-        texts = list(texts)
-        if not texts:
-            raise ValueError("texts must be a non-empty sequence of strings")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__} {t!r:.40}")
-            _check_text(t, f"texts[{i}]")
-        alphabet = {ch for t in texts for ch in t.replace(" ", WORD_START)} | {WORD_START}
-        need = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + len(alphabet)
-        if not isinstance(vocab_size, int) or vocab_size < need:
-            raise ValueError(f"vocab_size must be an int >= {need} for these texts (4 special "
-                             f"tokens, 256 byte tokens and {len(alphabet)} distinct characters), "
-                             f"got {vocab_size!r}")
-        tok = Tokenizer(models.BPE(unk_token="<unk>"))
-        tok.normalizer = normalizers.Sequence([normalizers.Prepend(WORD_START),
-                                               normalizers.Replace(" ", WORD_START)])
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never",
-                                                     split=True)
-        tok.decoder = decoders.Sequence([decoders.Replace(WORD_START, " "), decoders.ByteFallback(),
-                                         decoders.Fuse(), decoders.Strip(" ", 1, 0)])
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(BYTE_TOKENS),
-                                      min_frequency=min_frequency,
-                                      special_tokens=list(SPECIAL_TOKENS), show_progress=False)
-        tok.train_from_iterator(texts, trainer)
-        # Append the 256 byte tokens as ordinary vocabulary entries and switch byte fallback on.
-        spec = json.loads(tok.to_str())
-        vocab = spec["model"]["vocab"]
-        for b in BYTE_TOKENS:
-            vocab.setdefault(b, len(vocab))
-        spec["model"]["byte_fallback"] = True
-        return cls(Tokenizer.from_str(json.dumps(spec)))
-
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> SubwordTokenizer:
-        """Load a tokenizer saved with `save`; a missing or unreadable file is a clear error."""
-        _require("tokenizers")
-        from tokenizers import Tokenizer
-
-        path = Path(path)
-        if path.is_dir():
-            raise IsADirectoryError(f"tokenizer file {path} is a directory; give the JSON file "
-                                    f"that save wrote, such as {path / 'tokenizer.json'}")
-        if not path.is_file():
-            raise FileNotFoundError(f"tokenizer file {path} does not exist")
-        try:
-            tok = Tokenizer.from_file(str(path))
-        except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
-            raise ValueError(f"tokenizer file {path} is not a valid tokenizers JSON file "
-                             f"({e})") from e
-        return cls(tok)
-
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the tokenizer as one JSON file (created with its parent directory). A path that is
-        a directory, or under a file, is an error that writes nothing."""
-        path = Path(path)
-        if path.is_dir():
-            raise IsADirectoryError(f"path {path} is a directory; give a file name such as "
-                                    f"{path / 'tokenizer.json'}")
-        existing = next(p for p in path.parents if p.exists())
-        if not existing.is_dir():
-            raise NotADirectoryError(f"cannot save to {path}: {existing} is a file, not a "
-                                     "directory; choose another path")
-        created = [p for p in path.parents if not p.exists()]        # innermost first
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.tokenizer.save(str(tmp))
-            os.replace(tmp, path)                          # the file appears whole, or not at all
-        finally:
-            tmp.unlink(missing_ok=True)
-            for folder in created if not path.exists() else []:     # nothing left on failure
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
-        return path
+        texts = _check_training_texts(texts, vocab_size)     # a list of str, with room for them
+        return cls(_joint_bpe(texts, vocab_size, min_frequency))
 
     @property
     def vocab_size(self) -> int:
@@ -244,70 +163,19 @@ class SubwordTokenizer:
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
         return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
 
-    def encode_batch(self, texts: Sequence[str], add_bos: bool = False,
-                     add_eos: bool = False) -> list[list[int]]:
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, got one str; pass [text] or use "
-                            "encode")
-        texts = list(texts)                                 # once: a generator is read only once
-        for i, t in enumerate(texts):
-            _check_text(t, f"texts[{i}]")
-        encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
-
-    def tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
-        """The subword strings of `text` (for printing and for the axes of attention maps), one per
-        id of `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
-        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
-
-    def id_to_token(self, i: int) -> str:
-        i = int(i)
-        if not 0 <= i < self.vocab_size:
-            raise ValueError(f"id must be one of this tokenizer's ids 0..{self.vocab_size - 1}, "
-                             f"got {i}")
-        return self.tokenizer.id_to_token(i)
-
     def decode(self, ids) -> str:
-        """Text of a sequence of ids (list or 1-D tensor): a leading `<bos>` is dropped, everything
-        from the first `<eos>` on is cut (decoders pad after it), and remaining special tokens are
-        skipped. An id outside the vocabulary is an error."""
-        ids = _to_ids(ids)
-        V = self.vocab_size
-        bad = next((k for k, i in enumerate(ids) if not 0 <= i < V), None)
-        if bad is not None:
-            raise ValueError(f"ids holds {ids[bad]} at position {bad}, outside this tokenizer's "
-                             f"ids 0..{V - 1}; decode only ids this tokenizer gave (or a model "
-                             "trained with it predicted)")
+        """Text of ids (list or 1-D tensor): everything from the first `<eos>` on is cut (decoders
+        pad after it), special tokens are skipped; an id outside the vocabulary is an error."""
+        ids = _ids_in_vocab(ids, self.vocab_size)
         if self.eos_id in ids:
             ids = ids[:ids.index(self.eos_id)]
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def decode_batch(self, batch) -> list[str]:
-        "`decode` for each row of a (B, T) tensor or a list of id sequences."
-        rows = batch.tolist() if hasattr(batch, "tolist") else batch
-        texts = []
-        for r, row in enumerate(rows):
-            try:
-                texts.append(self.decode(row))
-            except ValueError as e:
-                raise ValueError(f"row {r} of the batch: {e}") from None
-        return texts
-
-    def __repr__(self) -> str:
-        return f"SubwordTokenizer(vocab_size={self.vocab_size})"
-
-
+# %% ../notebooks/17_subwords_and_bleu.ipynb #ada59d58
 def train_joint_tokenizer(pairs: Sequence[tuple[str, str]], vocab_size: int = 8000,
                           min_frequency: int = 2) -> SubwordTokenizer:
     "One BPE vocabulary for both sides of `pairs` (source, target), e.g. Multi30k's training split."
-    if isinstance(pairs, str):
-        raise TypeError(f"pairs must be a sequence of (source, target) pairs, got one str "
-                        f"{pairs[:40]!r}")
-    pairs = list(pairs)
-    for i, pair in enumerate(pairs):
-        if isinstance(pair, str) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got "
-                            f"{pair!r:.60}; pass [(source, target), ...]")
+    pairs = _check_pairs(pairs)
     return SubwordTokenizer.train([s for pair in pairs for s in pair], vocab_size, min_frequency)
 
 
@@ -399,3 +267,177 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuRes
     bleu = sacrebleu.BLEU(**SACREBLEU_SETTINGS)
     result = bleu.corpus_score(list(hypotheses), [list(references)])
     return BleuResult(float(result.score), str(bleu.get_signature()))
+
+# %% ../notebooks/17_subwords_and_bleu.ipynb #f0df0ef8
+def _to_ids(ids) -> list[int]:
+    if hasattr(ids, "tolist"):
+        ids = ids.tolist()
+    if any(isinstance(i, (list, tuple)) for i in ids):
+        raise ValueError("ids must be one sequence of token ids (use decode_batch for a batch)")
+    return [int(i) for i in ids]
+
+
+def _check_text(text: str, name: str) -> None:
+    """A str that tokenizers can take: every character has UTF-8 bytes, so no lone surrogate."""
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:                       # only a lone surrogate cannot be encoded
+        raise ValueError(f"{name} holds a lone surrogate U+{ord(text[e.start]):04X} at index "
+                         f"{e.start}, half of a UTF-16 pair and no character (it has no UTF-8 "
+                         "bytes to tokenize); fix how the text was read, e.g. open the file with "
+                         "encoding='utf-8', errors='replace', or drop the character") from None
+
+
+def _check_special_tokens(tokenizer) -> None:
+    """The special tokens must sit at ids 0-3 of `tokenizer`."""
+    for i, tok in enumerate(SPECIAL_TOKENS):
+        if tokenizer.token_to_id(tok) != i:
+            raise ValueError(f"tokenizer must have the special token {tok} at id {i}, "
+                             f"found it at {tokenizer.token_to_id(tok)}")
+
+
+def _check_training_texts(texts: Sequence[str], vocab_size: int) -> list[str]:
+    """`texts` as a list of str to train on, and `vocab_size` large enough for their alphabet."""
+    if isinstance(texts, str):
+        raise TypeError(f"texts must be a sequence of sentences (str), got one str "
+                        f"{texts[:40]!r}{'...' if len(texts) > 40 else ''}; pass "
+                        f"[{texts[:40]!r}] to train on it as one sentence")
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts must be a non-empty sequence of strings")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__} {t!r:.40}")
+        _check_text(t, f"texts[{i}]")
+    alphabet = {ch for t in texts for ch in t.replace(" ", WORD_START)} | {WORD_START}
+    need = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + len(alphabet)
+    if not isinstance(vocab_size, int) or vocab_size < need:
+        raise ValueError(f"vocab_size must be an int >= {need} for these texts (4 special "
+                         f"tokens, 256 byte tokens and {len(alphabet)} distinct characters), "
+                         f"got {vocab_size!r}")
+    return texts
+
+
+def _ids_in_vocab(ids, vocab_size: int) -> list[int]:
+    """`ids` (a list or 1-D tensor) as a list of ints, each one an id of the vocabulary."""
+    ids = _to_ids(ids)
+    bad = next((k for k, i in enumerate(ids) if not 0 <= i < vocab_size), None)
+    if bad is not None:
+        raise ValueError(f"ids holds {ids[bad]} at position {bad}, outside this tokenizer's "
+                         f"ids 0..{vocab_size - 1}; decode only ids this tokenizer gave (or a "
+                         "model trained with it predicted)")
+    return ids
+
+
+def _check_pairs(pairs) -> list:
+    """`pairs` as a list of (source, target) pairs."""
+    if isinstance(pairs, str):
+        raise TypeError(f"pairs must be a sequence of (source, target) pairs, got one str "
+                        f"{pairs[:40]!r}")
+    pairs = list(pairs)
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, str) or not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got "
+                            f"{pair!r:.60}; pass [(source, target), ...]")
+    return pairs
+
+# %% ../notebooks/17_subwords_and_bleu.ipynb #fa7a123b
+def _load(cls, path: str | os.PathLike) -> SubwordTokenizer:
+    """Load a tokenizer saved with `save`; a missing or unreadable file is a clear error."""
+    _require("tokenizers")
+    from tokenizers import Tokenizer
+
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"tokenizer file {path} is a directory; give the JSON file "
+                                f"that save wrote, such as {path / 'tokenizer.json'}")
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer file {path} does not exist")
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
+        raise ValueError(f"tokenizer file {path} is not a valid tokenizers JSON file "
+                         f"({e})") from e
+    return cls(tok)
+
+
+def _save(self, path: str | os.PathLike) -> Path:
+    """Write the tokenizer as one JSON file (created with its parent directory). A path that is
+    a directory, or under a file, is an error that writes nothing."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"path {path} is a directory; give a file name such as "
+                                f"{path / 'tokenizer.json'}")
+    existing = next(p for p in path.parents if p.exists())
+    if not existing.is_dir():
+        raise NotADirectoryError(f"cannot save to {path}: {existing} is a file, not a "
+                                 "directory; choose another path")
+    created = [p for p in path.parents if not p.exists()]        # innermost first
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tokenizer.save(str(tmp))
+        os.replace(tmp, path)                          # the file appears whole, or not at all
+    finally:
+        tmp.unlink(missing_ok=True)
+        for folder in created if not path.exists() else []:     # nothing left on failure
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+    return path
+
+
+SubwordTokenizer.load = classmethod(_load)
+SubwordTokenizer.save = _save
+
+# %% ../notebooks/17_subwords_and_bleu.ipynb #6bef19a9
+def _encode_batch(self, texts: Sequence[str], add_bos: bool = False,
+                  add_eos: bool = False) -> list[list[int]]:
+    "`encode` for each of `texts`, in one call of the library (which runs in parallel)."
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, got one str; pass [text] or use "
+                        "encode")
+    texts = list(texts)                                 # once: a generator is read only once
+    for i, t in enumerate(texts):
+        _check_text(t, f"texts[{i}]")
+    encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+    return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
+
+
+def _decode_batch(self, batch) -> list[str]:
+    "`decode` for each row of a (B, T) tensor or a list of id sequences."
+    rows = batch.tolist() if hasattr(batch, "tolist") else batch
+    texts = []
+    for r, row in enumerate(rows):
+        try:
+            texts.append(self.decode(row))
+        except ValueError as e:
+            raise ValueError(f"row {r} of the batch: {e}") from None
+    return texts
+
+
+def _tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+    """The subword strings of `text` (for printing and for the axes of attention maps), one per
+    id of `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
+    return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
+
+
+def _id_to_token(self, i: int) -> str:
+    "The subword string of id `i`."
+    i = int(i)
+    if not 0 <= i < self.vocab_size:
+        raise ValueError(f"id must be one of this tokenizer's ids 0..{self.vocab_size - 1}, "
+                         f"got {i}")
+    return self.tokenizer.id_to_token(i)
+
+
+def _repr(self) -> str:
+    return f"SubwordTokenizer(vocab_size={self.vocab_size})"
+
+
+SubwordTokenizer.encode_batch, SubwordTokenizer.decode_batch = _encode_batch, _decode_batch
+SubwordTokenizer.tokens, SubwordTokenizer.id_to_token = _tokens, _id_to_token
+SubwordTokenizer.__repr__ = _repr

@@ -11,18 +11,12 @@ from typing import Sequence
 import torch
 
 # %% auto #0
-__all__ = ['PAD', 'BOS', 'EOS', 'FIRST_SYMBOL', 'TASKS', 'toy_vocab_size', 'make_toy_pairs', 'toy_split', 'exact_match']
+__all__ = ['PAD', 'BOS', 'EOS', 'FIRST_SYMBOL', 'TASKS', 'make_toy_pairs', 'toy_vocab_size', 'toy_split', 'exact_match']
 
 # %% ../notebooks/16_toy_task.ipynb #4b79ddfb
 PAD, BOS, EOS = 0, 1, 2
 FIRST_SYMBOL = 3
 TASKS = {"copy": lambda xs: list(xs), "reverse": lambda xs: list(reversed(xs)), "sort": sorted}
-
-
-def toy_vocab_size(n_symbols: int) -> int:
-    """Vocabulary size: pad, bos, eos and `n_symbols` ordinary symbols
-    (ids 3 ... 3 + n_symbols - 1)."""
-    return FIRST_SYMBOL + n_symbols
 
 
 def make_toy_pairs(task: str, n: int, *, n_symbols: int = 10, min_len: int = 1, max_len: int = 10,
@@ -55,6 +49,12 @@ def make_toy_pairs(task: str, n: int, *, n_symbols: int = 10, min_len: int = 1, 
             exclude.add(tuple(xs))
         pairs.append((xs + [EOS], [BOS, *TASKS[task](xs), EOS]))
     return pairs
+
+# %% ../notebooks/16_toy_task.ipynb #628d3e7c
+def toy_vocab_size(n_symbols: int) -> int:
+    """Vocabulary size: pad, bos, eos and `n_symbols` ordinary symbols
+    (ids 3 ... 3 + n_symbols - 1)."""
+    return FIRST_SYMBOL + n_symbols
 
 
 def toy_split(task: str, n_train: int, n_test: int, *, seed: int = 0, **kwargs):

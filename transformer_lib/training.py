@@ -36,9 +36,9 @@ from transformer_lib.engineering import (
 from .model import evaluating
 
 # %% auto #0
-__all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'TokenBatchSampler', 'BatchLoader',
-           'seq2seq_forward', 'train_step', 'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows',
-           'lm_forward', 'lm_cross_entropy']
+__all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'seq2seq_forward', 'train_step',
+           'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward', 'lm_cross_entropy',
+           'TokenBatchSampler', 'BatchLoader']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,11 +71,10 @@ def round_up(n: int, multiple: int) -> int:
     """The smallest multiple of `multiple` that is >= n."""
     return -(-n // multiple) * multiple
 
-
+# %% ../notebooks/13_training.ipynb #d8536f59
 @dataclass
 class Batch:
     """One training batch: src (B, S), decoder input tgt_in (B, T), labels tgt_out (B, T).
-
     `n_tokens` (real labels) and `n_src_tokens` are plain ints, counted on the CPU when the batch is
     built, so the training loop never waits on the GPU to know them.
     """
@@ -89,16 +88,6 @@ class Batch:
     @property
     def device(self) -> torch.device:
         return self.src.device
-
-    def to(self, device, non_blocking: bool = False) -> Batch:
-        return Batch(self.src.to(device, non_blocking=non_blocking),
-                     self.tgt_in.to(device, non_blocking=non_blocking),
-                     self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens,
-                     self.n_src_tokens)
-
-    def pin_memory(self) -> Batch:
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
-                     self.n_tokens, self.n_src_tokens)
 
 
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0, *,
@@ -119,11 +108,8 @@ def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 
     tgt_in, tgt_out = shift_targets(pad_sequences([t for _, t in pairs], pad_id, tgt_len))
     n_tokens, n_src = int((tgt_out != pad_id).sum()), int((src != pad_id).sum())
     extra = (rows or 0) - len(pairs)
-    if extra > 0:                                   # filler rows: a real input, labels all padding
-        src = torch.cat([src, src[:1].expand(extra, -1)])
-        tgt_in = torch.cat([tgt_in, tgt_in[:1].expand(extra, -1)])
-        tgt_out = torch.cat([tgt_out,
-                             torch.full((extra, tgt_out.shape[1]), pad_id, dtype=torch.long)])
+    if extra > 0:                          # filler rows, for batches of one shape (Engineering)
+        src, tgt_in, tgt_out = _filler_rows(src, tgt_in, tgt_out, extra, pad_id)
     return Batch(src, tgt_in, tgt_out, n_tokens=n_tokens, n_src_tokens=n_src)
 
 # %% ../notebooks/13_training.ipynb #2ff4f527
@@ -163,7 +149,190 @@ def token_batches(lengths: Sequence[int], max_tokens: int, *, shuffle: bool = Tr
     usable = len(batches) - len(batches) % num_replicas
     return batches[rank:usable:num_replicas]
 
+# %% ../notebooks/13_training.ipynb #19154164
+def seq2seq_forward(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher forcing for an encoder–decoder: (logits = model(src, tgt_in) (B, T, V), labels
+    tgt_out (B, T))."""
+    return model(batch.src, batch.tgt_in), batch.tgt_out
 
+
+def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.optim.Optimizer,
+               scheduler=None, *, clip_grad_norm: float | None = None,
+               amp_dtype: torch.dtype | None = None, scaler: torch.amp.GradScaler | None = None,
+               forward: Callable = seq2seq_forward) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One update: logits, labels = forward(model, batch); loss_fn(logits, labels); backward; step.
+
+    `forward` defaults to teacher forcing for an encoder–decoder (`seq2seq_forward`). With float16
+    autocast pass a `scaler` (`torch.amp.GradScaler`, one for the whole run): the loss is scaled
+    before backward and the gradients unscaled before clipping and the step. Returns the loss
+    (detached, on the device) and the gradient norm before clipping (or None).
+    """
+    model.train()
+    with autocast(batch.device, amp_dtype):
+        logits, labels = forward(model, batch)              # (B, T, V), (B, T)
+    loss = loss_fn(logits.float(), labels)                  # loss in float32, outside autocast
+    optimizer.zero_grad(set_to_none=True)
+    (loss if scaler is None else scaler.scale(loss)).backward()
+    if scaler is not None:
+        scaler.unscale_(optimizer)                        # true gradients for clipping and the norm
+    grad_norm = None
+    if clip_grad_norm is not None:
+        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)                             # skips the step if a gradient is inf/NaN
+        scaler.update()
+    if scheduler is not None:
+        scheduler.step()
+    return loss.detach(), grad_norm
+
+# %% ../notebooks/13_training.ipynb #24ce9985
+def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *,
+                  device: str | torch.device,
+                  amp_dtype: torch.dtype | None = None, forward: Callable = seq2seq_forward,
+                  per_token: bool = True) -> float:
+    """Mean loss over `batches` in eval mode: Σ loss / Σ n_tokens when `per_token`
+    (give a summing `loss_fn`), else the mean of the batch losses."""
+    total, n = 0.0, 0
+    with evaluating(model):
+        for batch in batches:
+            batch = batch.to(device)
+            with autocast(device, amp_dtype):
+                logits, labels = forward(model, batch)      # (B, T, V), (B, T)
+            total += float(loss_fn(logits.float(), labels))
+            n += batch.n_tokens if per_token else 1
+    return total / max(n, 1)
+
+# %% ../notebooks/13_training.ipynb #718c8f58
+def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torch.optim.Optimizer,
+          scheduler=None, *, max_steps: int | None, start_step: int = 0,
+          time_budget_s: float | None = None,
+          clip_grad_norm: float | None = None, device: str | torch.device | None = None,
+          amp: str | torch.dtype | None = "auto", log_every: int = 10, progress: bool = True,
+          callback: Callable[[int], None] | None = None, clock: TrainingClock | None = None,
+          prefetch: Callable | None = None, history: list[dict] | None = None,
+          forward: Callable = seq2seq_forward) -> list[dict]:
+    """Train for updates start_step+1 … max_steps over epochs of `loader`, or until `clock()`
+    reaches `time_budget_s` (None = no limit; at least one of the two must be given); returns the
+    log. `loader` yields batches, in epochs if it has `len()` (`set_epoch`, and `iter_from` or
+    islice to resume mid-epoch), else as one endless stream. `forward(model, batch) -> (logits,
+    labels)` is `train_step`'s hook; `callback(step)` runs after every update. Every `log_every`
+    steps a record {step, epoch, loss (mean since the last record), lr, tokens, tokens_per_s,
+    grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list). Create the
+    optimizer after moving the model to its device. `clock`, `prefetch`, DDP: appendix A4."""
+    run = _TrainRun(model, loader, device, amp, max_steps, start_step, time_budget_s,
+                    clip_grad_norm, log_every, progress, clock, history)  # (Engineering)
+    prefetch = to_device if prefetch is None else prefetch
+    step = start_step
+    try:
+        while step < run.limit and not run.stop:
+            epoch, batches = _epoch_batches(loader, step, run.steps_per_epoch)
+            for batch in prefetch(batches, run.device):
+                lr = optimizer.param_groups[0]["lr"]            # the rate this update runs with
+                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler,
+                                             forward=forward, scaler=run.scaler,
+                                             clip_grad_norm=clip_grad_norm,
+                                             amp_dtype=run.amp_dtype)
+                step += 1
+                run.log(step, epoch, loss, batch.n_tokens, lr, grad_norm)
+                if callback is not None:
+                    callback(step)
+                if run.stop or step >= run.limit:
+                    break
+    finally:
+        run.close()
+    return run.history
+
+# %% ../notebooks/13_training.ipynb #c5cacfa4
+@dataclass
+class LMBatch:
+    """A language-model batch: inputs x (B, T) and labels y (B, T), x shifted by one position."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    @property
+    def n_tokens(self) -> int:
+        return self.y.numel()
+
+    @property
+    def device(self) -> torch.device:
+        return self.x.device
+
+
+def get_batch(data: torch.Tensor, block_size: int, batch_size: int,
+              generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random windows of `data` (1-D ids, on any device): inputs x (B, T) and targets y = x shifted
+    by one."""
+    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator,
+                       device=data.device)
+    offsets = torch.arange(block_size + 1, device=data.device)
+    windows = data[ix[:, None] + offsets]                           # (B, T + 1)
+    return windows[:, :-1], windows[:, 1:]
+
+# %% ../notebooks/13_training.ipynb #3bfd648d
+class RandomWindows:
+    """`LMBatch`es of random windows of `data` (1-D ids), drawn by a generator seeded with `seed`
+    when iteration starts: endless, or `n_batches` of them (for evaluation)."""
+
+    def __init__(self, data: torch.Tensor, block_size: int, batch_size: int, seed: int = 0,
+                 n_batches: int | None = None):
+        self.data, self.block_size, self.batch_size, self.seed, self.n_batches = (data, block_size,
+                                                                                  batch_size, seed,
+                                                                                  n_batches)
+
+    def __iter__(self) -> Iterator[LMBatch]:
+        g = torch.Generator(device=self.data.device).manual_seed(self.seed)
+        for _ in itertools.count() if self.n_batches is None else range(self.n_batches):
+            yield LMBatch(*get_batch(self.data, self.block_size, self.batch_size, g))
+
+
+def lm_forward(model: nn.Module, batch: LMBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `forward` hook for a decoder-only model: (logits = model(x) (B, T, V), labels y (B,
+    T))."""
+    return model(batch.x), batch.y
+
+
+def lm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over every position of (B, T, V) logits and (B, T) labels (no padding)."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+# %% ../notebooks/13_training.ipynb #cdfa7228
+def _filler_rows(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, extra: int,
+                 pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`extra` more rows: a real input (the first row's), labels all padding."""
+    src = torch.cat([src, src[:1].expand(extra, -1)])
+    tgt_in = torch.cat([tgt_in, tgt_in[:1].expand(extra, -1)])
+    tgt_out = torch.cat([tgt_out, torch.full((extra, tgt_out.shape[1]), pad_id, dtype=torch.long)])
+    return src, tgt_in, tgt_out
+
+
+def _batch_to(self, device, non_blocking: bool = False) -> Batch:
+    return Batch(self.src.to(device, non_blocking=non_blocking),
+                 self.tgt_in.to(device, non_blocking=non_blocking),
+                 self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens,
+                 self.n_src_tokens)
+
+
+def _batch_pin_memory(self) -> Batch:
+    return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
+                 self.n_tokens, self.n_src_tokens)
+
+
+def _lm_batch_to(self, device, non_blocking: bool = False) -> LMBatch:
+    return LMBatch(self.x.to(device, non_blocking=non_blocking),
+                   self.y.to(device, non_blocking=non_blocking))
+
+
+def _lm_batch_pin_memory(self) -> LMBatch:
+    return LMBatch(self.x.pin_memory(), self.y.pin_memory())
+
+
+Batch.to, Batch.pin_memory = _batch_to, _batch_pin_memory
+LMBatch.to, LMBatch.pin_memory = _lm_batch_to, _lm_batch_pin_memory
+
+# %% ../notebooks/13_training.ipynb #487f4c7f
 class TokenBatchSampler:
     """Iterable over lists of indices from `token_batches`; call `set_epoch(e)` before each epoch.
 
@@ -246,64 +415,7 @@ class BatchLoader:
     def __iter__(self) -> Iterator[Batch]:
         return self.iter_from(0)
 
-# %% ../notebooks/13_training.ipynb #19154164
-def seq2seq_forward(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Teacher forcing for an encoder–decoder: (logits = model(src, tgt_in) (B, T, V), labels
-    tgt_out (B, T))."""
-    return model(batch.src, batch.tgt_in), batch.tgt_out
-
-
-def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.optim.Optimizer,
-               scheduler=None, *, clip_grad_norm: float | None = None,
-               amp_dtype: torch.dtype | None = None, scaler: torch.amp.GradScaler | None = None,
-               forward: Callable = seq2seq_forward) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """One update: logits, labels = forward(model, batch); loss_fn(logits, labels); backward; step.
-
-    `forward` defaults to teacher forcing for an encoder–decoder (`seq2seq_forward`). With float16
-    autocast pass a `scaler` (`torch.amp.GradScaler`, one for the whole run): the loss is scaled
-    before backward and the gradients unscaled before clipping and the step. Returns the loss
-    (detached, on the device) and the gradient norm before clipping (or None).
-    """
-    model.train()
-    with autocast(batch.device, amp_dtype):
-        logits, labels = forward(model, batch)              # (B, T, V), (B, T)
-    loss = loss_fn(logits.float(), labels)                  # loss in float32, outside autocast
-    optimizer.zero_grad(set_to_none=True)
-    (loss if scaler is None else scaler.scale(loss)).backward()
-    if scaler is not None:
-        scaler.unscale_(optimizer)                        # true gradients for clipping and the norm
-    grad_norm = None
-    if clip_grad_norm is not None:
-        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-    if scaler is None:
-        optimizer.step()
-    else:
-        scaler.step(optimizer)                             # skips the step if a gradient is inf/NaN
-        scaler.update()
-    if scheduler is not None:
-        scheduler.step()
-    return loss.detach(), grad_norm
-
-
-def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *,
-                  device: str | torch.device,
-                  amp_dtype: torch.dtype | None = None, forward: Callable = seq2seq_forward,
-                  per_token: bool = True) -> float:
-    """Mean loss over `batches` in eval mode: Σ loss / Σ n_tokens when `per_token`
-    (give a summing `loss_fn`), else the mean of the batch losses."""
-    total, n = 0.0, 0
-    with evaluating(model):
-        for batch in batches:
-            batch = batch.to(device)
-            with autocast(device, amp_dtype):
-                logits, labels = forward(model, batch)      # (B, T, V), (B, T)
-            total += float(loss_fn(logits.float(), labels))
-            n += batch.n_tokens if per_token else 1
-    return total / max(n, 1)
-
-
-
-# %% ../notebooks/13_training.ipynb #718c8f58
+# %% ../notebooks/13_training.ipynb #5ca9c7cb
 def _epoch_batches(loader: Iterable, step: int, steps_per_epoch: int | None) -> tuple[int,
                                                                                       Iterator]:
     """(epoch, its batches from the one after `step` on); a loader without len() is one endless
@@ -315,130 +427,48 @@ def _epoch_batches(loader: Iterable, step: int, steps_per_epoch: int | None) -> 
             else itertools.islice(loader, offset, None))
 
 
-def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torch.optim.Optimizer,
-          scheduler=None, *, max_steps: int | None, start_step: int = 0,
-          time_budget_s: float | None = None,
-          clip_grad_norm: float | None = None, device: str | torch.device | None = None,
-          amp: str | torch.dtype | None = "auto", log_every: int = 10, progress: bool = True,
-          callback: Callable[[int], None] | None = None, clock: TrainingClock | None = None,
-          prefetch: Callable | None = None, history: list[dict] | None = None,
-          forward: Callable = seq2seq_forward) -> list[dict]:
-    """Train for updates start_step+1 … max_steps over epochs of `loader`, or until `clock()`
-    reaches `time_budget_s` (None = no limit; at least one of the two must be given); returns the
-    log.
+class _TrainRun:
+    """`train`'s set-up and bookkeeping: device, autocast dtype and gradient scaler, the log
+    records of `LogWindow`, the progress bar, and the time budget (read every update on one CPU
+    process, else at the log records)."""
 
-    `loader` yields batches; with `len()` it is read in epochs (`set_epoch(e)` is called if it has
-    one, `iter_from(k)` or islice starts mid-epoch when resuming), without, as one endless stream.
-    `forward(model, batch) -> (logits, labels)` is the hook of `train_step`. Create the optimizer
-    after moving the model to its device. `callback(step)` runs after every update. Every
-    `log_every` steps a record {step, epoch, loss (mean since the last record), lr, tokens,
-    tokens_per_s, grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list).
-    The hooks `clock` and `prefetch` and data-parallel training are explained in appendix A4
-    (engineering).
-    """
-    check_train_limits(max_steps, time_budget_s, clip_grad_norm, log_every)      # appendix A4
-    device = pick_device(device)
-    model.to(device)
-    amp_dtype = autocast_dtype(device, amp)
-    # float16: scale the loss
-    scaler = torch.amp.GradScaler(device.type) if amp_dtype == torch.float16 else None
-    steps_per_epoch = len(loader) if hasattr(loader, "__len__") else None
-    if steps_per_epoch == 0:
-        raise ValueError("loader has no batches (len(loader) == 0)")
-    clock = TrainingClock(device) if clock is None else clock
-    prefetch = to_device if prefetch is None else prefetch
-    history = [] if history is None else history
-    limit = math.inf if max_steps is None else max_steps
-    budget = math.inf if time_budget_s is None else time_budget_s
-    check_every = 1 if device.type == "cpu" and world_size() == 1 else log_every
-    # seconds with a budget
-    bar = Progress(tqdm, max_steps, start_step, time_budget_s, clock, enabled=progress)
-    window, step, stop = LogWindow(clock, device, budget), start_step, False
-    try:
-        while step < limit and not stop:
-            epoch, batches = _epoch_batches(loader, step, steps_per_epoch)
-            for batch in prefetch(batches, device):
-                lr = optimizer.param_groups[0]["lr"]            # the rate this update runs with
-                loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler,
-                                             forward=forward, scaler=scaler,
-                                             clip_grad_norm=clip_grad_norm, amp_dtype=amp_dtype)
-                step += 1
-                window.add(loss, batch.n_tokens)
-                if time_budget_s is not None and check_every == 1 and step % log_every:
-                    stop = clock() >= budget
-                if step % log_every == 0 or step >= limit or stop:
-                    record, out_of_time = window.record(step, epoch, lr, grad_norm)
-                    history.append(record)
-                    bar.set_postfix(loss=f"{record['loss']:.3f}",
-                                    tok_s=f"{record['tokens_per_s']:,.0f}",
-                                    lr=f"{record['lr']:.2e}", refresh=False)
-                    stop = stop or out_of_time
-                bar.update(step)
-                if callback is not None:
-                    callback(step)
-                if stop or step >= limit:
-                    break
-    finally:
-        bar.close()
-    return history
+    def __init__(self, model, loader, device, amp, max_steps, start_step, time_budget_s,
+                 clip_grad_norm, log_every, progress, clock, history):
+        check_train_limits(max_steps, time_budget_s, clip_grad_norm, log_every)
+        self.device = device = pick_device(device)
+        model.to(device)
+        self.amp_dtype = autocast_dtype(device, amp)
+        # float16: scale the loss
+        self.scaler = (torch.amp.GradScaler(device.type) if self.amp_dtype == torch.float16
+                       else None)
+        self.steps_per_epoch = len(loader) if hasattr(loader, "__len__") else None
+        if self.steps_per_epoch == 0:
+            raise ValueError("loader has no batches (len(loader) == 0)")
+        self.clock = clock = TrainingClock(device) if clock is None else clock
+        self.history = [] if history is None else history
+        self.limit = math.inf if max_steps is None else max_steps
+        self.budget = math.inf if time_budget_s is None else time_budget_s
+        self.time_budget_s, self.log_every = time_budget_s, log_every
+        self.check_every = 1 if device.type == "cpu" and world_size() == 1 else log_every
+        # seconds with a budget
+        self.bar = Progress(tqdm, max_steps, start_step, time_budget_s, clock, enabled=progress)
+        self.window, self.stop = LogWindow(clock, device, self.budget), False
 
-# %% ../notebooks/13_training.ipynb #c5cacfa4
-@dataclass
-class LMBatch:
-    """A language-model batch: inputs x (B, T) and labels y (B, T), x shifted by one position."""
+    def log(self, step: int, epoch: int, loss: torch.Tensor, n_tokens: int, lr: float,
+            grad_norm) -> None:
+        """After update number `step`: count its loss, append a record every `log_every` steps
+        (and at the last one), stop when the time budget is used up, move the bar."""
+        self.window.add(loss, n_tokens)
+        if self.time_budget_s is not None and self.check_every == 1 and step % self.log_every:
+            self.stop = self.clock() >= self.budget
+        if step % self.log_every == 0 or step >= self.limit or self.stop:
+            record, out_of_time = self.window.record(step, epoch, lr, grad_norm)
+            self.history.append(record)
+            self.bar.set_postfix(loss=f"{record['loss']:.3f}",
+                                 tok_s=f"{record['tokens_per_s']:,.0f}",
+                                 lr=f"{record['lr']:.2e}", refresh=False)
+            self.stop = self.stop or out_of_time
+        self.bar.update(step)
 
-    x: torch.Tensor
-    y: torch.Tensor
-
-    @property
-    def n_tokens(self) -> int:
-        return self.y.numel()
-
-    @property
-    def device(self) -> torch.device:
-        return self.x.device
-
-    def to(self, device, non_blocking: bool = False) -> LMBatch:
-        return LMBatch(self.x.to(device, non_blocking=non_blocking),
-                       self.y.to(device, non_blocking=non_blocking))
-
-    def pin_memory(self) -> LMBatch:
-        return LMBatch(self.x.pin_memory(), self.y.pin_memory())
-
-
-def get_batch(data: torch.Tensor, block_size: int, batch_size: int,
-              generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of `data` (1-D ids, on any device): inputs x (B, T) and targets y = x shifted
-    by one."""
-    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator,
-                       device=data.device)
-    offsets = torch.arange(block_size + 1, device=data.device)
-    windows = data[ix[:, None] + offsets]                           # (B, T + 1)
-    return windows[:, :-1], windows[:, 1:]
-
-
-class RandomWindows:
-    """`LMBatch`es of random windows of `data` (1-D ids), drawn by a generator seeded with `seed`
-    when iteration starts: endless, or `n_batches` of them (for evaluation)."""
-
-    def __init__(self, data: torch.Tensor, block_size: int, batch_size: int, seed: int = 0,
-                 n_batches: int | None = None):
-        self.data, self.block_size, self.batch_size, self.seed, self.n_batches = (data, block_size,
-                                                                                  batch_size, seed,
-                                                                                  n_batches)
-
-    def __iter__(self) -> Iterator[LMBatch]:
-        g = torch.Generator(device=self.data.device).manual_seed(self.seed)
-        for _ in itertools.count() if self.n_batches is None else range(self.n_batches):
-            yield LMBatch(*get_batch(self.data, self.block_size, self.batch_size, g))
-
-
-def lm_forward(model: nn.Module, batch: LMBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """The `forward` hook for a decoder-only model: (logits = model(x) (B, T, V), labels y (B,
-    T))."""
-    return model(batch.x), batch.y
-
-
-def lm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every position of (B, T, V) logits and (B, T) labels (no padding)."""
-    return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+    def close(self) -> None:
+        self.bar.close()
