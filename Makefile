@@ -46,15 +46,15 @@ lint: setup
 	$(VENV)/bin/ruff check
 
 # Unit tests (tests/, including the export-sync check) and nbval executing every notebook,
-# in one pytest run so CI ends on one summary line. Two workers (pytest-xdist), each given whole
-# files (--dist loadfile keeps a notebook's cells together and in order), each torch process on one
-# thread: on 2 cores, two torch processes of two threads each ran small models 5-9x slower than of
-# one thread. TEST_WORKERS=0 runs everything in this one process.
+# in one pytest run so CI ends on one summary line, with the slowest items listed. Two workers
+# (pytest-xdist), each given whole files (--dist loadfile keeps a notebook's cells together and in
+# order), and one torch thread per process: with other work on these 2 cores, torch's two threads
+# per process made small models 5-9x slower than one thread did. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
 test: setup lint
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
-	  -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	  -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # Loads every page of the built site in headless Chromium (see book/check_site.py); screenshots go
 # to /tmp/site_shots. Exits non-zero on any failure.
