@@ -24,6 +24,9 @@ the capstone scores them.
 * Validation NLL is measured `--points` times during each run (training clock paused), so the
   record holds NLL against training seconds; after training, 10 updates are timed phase by phase
   (encoder forward, decoder forward with the loss, backward, optimiser step).
+* Fairness switches: `--rnn-clip 0` trains the GRU without gradient clipping, as the recipe trains
+  the Transformer (or give both `--rnn-clip 1 --clip-grad-norm 1`); `--models gru` trains the GRU
+  alone, for its learning-rate trials on validation.
 
   python benchmarks/rnn_vs_transformer.py --n-layers 3 --attn-dropout 0.1 --ffn-dropout 0.1 \
       --budget-s 300 --json results/rnn-vs-transformer-cpu-300s.json
@@ -42,7 +45,7 @@ import sys
 from pathlib import Path
 
 from transformer_lib.engineering import write_json
-from transformer_lib.equal_time import RNN_SIZES, compare
+from transformer_lib.equal_time import RNN_CLIP, RNN_SIZES, compare
 from transformer_lib.recipe import parse_args as recipe_args
 
 
@@ -65,9 +68,20 @@ def parse_args(argv=None):
                    help=f"additive attention width (default {RNN_SIZES['d_attn']})")
     p.add_argument("--rnn-peak-lr", type=float, default=None,
                    help="the GRU's peak learning rate (default: the recipe's peak_lr)")
+    p.add_argument("--rnn-clip", type=float, default=RNN_CLIP,
+                   help=f"the GRU's gradient-norm clipping (0 = none; default {RNN_CLIP:g}); the "
+                        "Transformer's is the recipe's --clip-grad-norm")
+    p.add_argument("--models", default="gru,transformer",
+                   help="which models to train, in order (default gru,transformer; e.g. gru for "
+                        "a tuning trial of the GRU alone)")
     p.add_argument("--transformer-first", action="store_true", help="train the Transformer first")
     p.add_argument("--json", help="also write the record to this file")
     args, rest = p.parse_known_args(argv)
+    args.models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    if not args.models or set(args.models) - {"gru", "transformer"}:
+        p.error(f"--models takes gru and/or transformer, got {args.models}")
+    if args.rnn_clip < 0:
+        p.error(f"--rnn-clip must be >= 0 (0 = no clipping), got {args.rnn_clip}")
     if args.budget_s <= 0 or args.points < 1:
         p.error(f"--budget-s must be > 0 and --points >= 1, got {args.budget_s} and {args.points}")
     has_preset = any(a == "--preset" or a.startswith("--preset=") for a in rest)
@@ -93,10 +107,11 @@ def report(record: dict) -> None:
 def main(argv=None) -> dict:
     args, recipe = parse_args(argv)
     recipe = dataclasses.replace(recipe, progress=recipe.progress and sys.stderr.isatty())
-    models = ("transformer", "gru") if args.transformer_first else ("gru", "transformer")
+    models = tuple(reversed(args.models)) if args.transformer_first else args.models
     record = compare(recipe, args.budget_s, models=models, points=args.points, beam=args.beam,
                      val_sentences=args.val_sentences, rnn_peak_lr=args.rnn_peak_lr,
-                     rnn_sizes={"d_hidden": args.rnn_hidden, "d_attn": args.rnn_attn})
+                     rnn_sizes={"d_hidden": args.rnn_hidden, "d_attn": args.rnn_attn},
+                     rnn_clip=args.rnn_clip)
     record["command_line"] = args.command_line
     report(record)
     if args.json:

@@ -89,3 +89,42 @@ def test_the_default_gru_matches_the_earlier_recipe_and_344_the_current_one():
         assert f"{gru:,}" in doc and f"{transformer:,}" in doc
     gru, transformer = counts(current)
     assert gru / transformer > 1.3          # the default GRU is far larger than the 2+2 model
+
+
+def test_the_grus_clipping_is_a_switch_and_reaches_its_training(monkeypatch):
+    """--rnn-clip 0 trains the GRU without clipping (as the recipe trains the Transformer): the
+    value reaches the record and the GRU's training and timing, None meaning no clipping; the
+    Transformer keeps the recipe's own clip_grad_norm."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from transformer_lib import equal_time
+    args, recipe = rnn_vs_transformer.parse_args(["--rnn-clip", "0", "--models", "gru"])
+    assert args.rnn_clip == 0 and args.models == ("gru",)
+    with pytest.raises(SystemExit):
+        rnn_vs_transformer.parse_args(["--models", "lstm"])
+    with pytest.raises(ValueError, match="rnn_clip"):
+        equal_time.compare(recipe, 1.0, rnn_clip=-1)
+    clips = []
+    s = SimpleNamespace(recipe=dataclasses.replace(recipe, clip_grad_norm=0.5), history=[],
+                        train_seconds=1.0, step=1, steps_per_epoch=1, n_params=1, amp_dtype=None,
+                        model=SimpleNamespace(config=SimpleNamespace()), tokenizer=None,
+                        val_pairs=[], device=torch.device("cpu"), commit="c")
+    monkeypatch.setattr(equal_time, "install", lambda *a: None)
+    monkeypatch.setattr(equal_time, "train_for_budget",
+                        lambda s, points, clip: clips.append(clip) or [{"val_nll": 1.0}])
+    monkeypatch.setattr(equal_time, "phase_seconds", lambda s, clip: clips.append(clip) or {})
+    monkeypatch.setattr(equal_time, "timed_bleu", lambda *a, **k: {
+        "bleu": 1.0, "sentences_per_s": 1.0, "signature": "sig"})
+    monkeypatch.setattr(equal_time.dataclasses, "asdict", lambda c: {})
+    for rnn_clip, kind, expected in ((0.0, "gru", None), (1.0, "gru", 1.0),
+                                     (0.0, "transformer", 0.5)):
+        clips.clear()
+        equal_time.run_one(s, kind, None, {"clip": rnn_clip, "sizes": {}, "peak_lr": 1e-3}, 1, 1)
+        assert clips == [expected, expected], (rnn_clip, kind)
+    monkeypatch.setattr(equal_time, "prepare", lambda r: s)
+    monkeypatch.setattr(equal_time, "run_one", lambda s, kind, amp, rnn, points, beam: {
+        "model": kind, "clip": rnn["clip"]})
+    rec = equal_time.compare(recipe, 1.0, models=("gru",), rnn_clip=0)
+    assert rec["rnn"]["clip"] == 0.0 and rec["runs"] == [{"model": "gru", "clip": 0.0}]

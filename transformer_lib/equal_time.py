@@ -134,7 +134,7 @@ def phase_seconds(s: RunResult, batches: int = 10, clip: float | None = None) ->
 def run_one(s: RunResult, kind: str, amp_dtype, rnn: dict, points: int, beam: int) -> dict:
     """Train one model for the budget, then its validation NLL, BLEU (greedy, beam) and phases."""
     install(s, kind, amp_dtype, rnn)
-    clip = rnn["clip"] if kind == "gru" else (s.recipe.clip_grad_norm or None)
+    clip = (rnn["clip"] if kind == "gru" else s.recipe.clip_grad_norm) or None
     curve = train_for_budget(s, points, clip)
     bleu = {f"beam_{k}" if k > 1 else "greedy":
             timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=k,
@@ -154,10 +154,15 @@ def run_one(s: RunResult, kind: str, amp_dtype, rnn: dict, points: int, beam: in
 # %% ../notebooks/A6_equal_time.ipynb #21602ec1
 def compare(recipe: Recipe, budget_s: float, *, models=("gru", "transformer"), points: int = 6,
             beam: int = 4, val_sentences: int = 0, rnn_peak_lr: float | None = None,
-            rnn_sizes: dict | None = None) -> dict:
+                        rnn_sizes: dict | None = None, rnn_clip: float = RNN_CLIP) -> dict:
     """Train each of `models` for `budget_s` seconds of training, one after the other, on one
-    prepared run of `recipe` (one tokenizer, the same batches in the same order); the record."""
-    rnn = {"sizes": rnn_sizes or {}, "peak_lr": rnn_peak_lr or recipe.peak_lr, "clip": RNN_CLIP}
+    prepared run of `recipe` (one tokenizer, the same batches in the same order); the record.
+    The GRU clips its gradient norm to `rnn_clip` (0 = no clipping); the Transformer to the
+    recipe's `clip_grad_norm`."""
+    if rnn_clip < 0:
+        raise ValueError(f"rnn_clip must be >= 0 (0 = no clipping), got {rnn_clip}")
+    rnn = {"sizes": rnn_sizes or {}, "peak_lr": rnn_peak_lr or recipe.peak_lr,
+           "clip": float(rnn_clip)}
     with tempfile.TemporaryDirectory() as out_dir:        # the tokenizer file; nothing is kept
         r = dataclasses.replace(recipe, time_budget_s=budget_s, epochs=0, max_steps=0,
                                 average_last=1, checkpoint_every=10**9, eval_every=0,
@@ -167,5 +172,5 @@ def compare(recipe: Recipe, budget_s: float, *, models=("gru", "transformer"), p
     return {**provenance(s.device, 1, s.commit), "task": "Multi30k task 1, German→English, "
             "validation split", "recipe": dataclasses.asdict(r), "budget_s": budget_s,
             "val_sentences": len(s.val_pairs), "beam_size": beam if beam > 1 else None,
-            "rnn": {**RNN_SIZES, **rnn["sizes"], "peak_lr": rnn["peak_lr"], "clip": RNN_CLIP},
+            "rnn": {**RNN_SIZES, **rnn["sizes"], "peak_lr": rnn["peak_lr"], "clip": rnn["clip"]},
             "sequential": True, "order": list(models), "runs": runs}
