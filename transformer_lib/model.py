@@ -26,11 +26,6 @@ from .positional import LearnedPositionalEmbedding, PositionalEncoding
 __all__ = ['QKV_INIT_GAIN', 'TransformerConfig', 'Transformer', 'parameter_count', 'evaluating']
 
 # %% ../notebooks/11_model.ipynb #4c6547ae
-# W_Q, W_K, W_V start at Xavier's bound times this (chapter 11, "Initialisation"): 1/sqrt(2) is
-# the bound of one (3 d_model, d_model) Xavier matrix, nn.Transformer's and fairseq's choice
-QKV_INIT_GAIN = 2 ** -0.5
-
-
 @dataclass
 class TransformerConfig:
     """Every size and switch of the Transformer (§3, §5.4, Table 3). Defaults: the base model."""
@@ -53,7 +48,7 @@ class TransformerConfig:
     eps: float = 1e-5                   # LayerNorm epsilon
 
     def __post_init__(self):
-        _check_config(self)                 # every field, by name: see "The checks" below
+        _check_config(self)                 # every field, by name: see "Engineering"
 
     def total_parameters(self) -> int:
         """Parameters of Transformer(self), by formula (`parameter_count`), without building it."""
@@ -67,8 +62,7 @@ class TransformerConfig:
 
     @classmethod
     def big(cls, vocab_size: int, **overrides) -> TransformerConfig:
-        """The paper's big model (Table 3): d_model 1024, 16 heads, d_ff 4096, P_drop 0.3
-        (EN-DE)."""
+        """The big model of Table 3 (EN-DE): d_model 1024, 16 heads, d_ff 4096, P_drop 0.3."""
         return cls.base(vocab_size, **{"d_model": 1024, "n_heads": 16, "d_ff": 4096, "dropout": 0.3,
                                        **overrides})
 
@@ -103,65 +97,118 @@ class Transformer(nn.Module):
                       c.attn_dropout, c.ffn_dropout, c.eps)
         self.encoder, self.decoder = Encoder(*layer_args), Decoder(*layer_args)
         self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=not c.tie_output)
-        self._reset_parameters()
+        self._reset_parameters()                    # "Initialisation" below
         if c.tie_output:
             self.output_projection.weight = self.tgt_embed.weight          # W_out = E_tgt (§3.4)
-
-    def _reset_parameters(self) -> None:
-        """Xavier-uniform weight matrices (W_Q, W_K, W_V with gain 1/sqrt(2)), zero
-        attention biases, FFN biases as nn.Linear makes them, normal embeddings with std
-        d_model^-1/2: nn.Transformer's initialisation (stated in chapter 11)."""
-        d = self.config.d_model
-        ffn_linears = {lin for m in self.modules() if isinstance(m, PositionwiseFeedForward)
-                       for lin in (m.w_1, m.w_2)}
-        for module in self.modules():
-            if isinstance(module, nn.Embedding) or module is self.output_projection:
-                nn.init.normal_(module.weight, std=d ** -0.5)
-            elif isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
-            if (isinstance(module, nn.Linear) and module.bias is not None
-                and module not in ffn_linears):          # FFN biases keep U(+-fan_in^-1/2)
-                nn.init.zeros_(module.bias)
-        for module in self.modules():
-            if isinstance(module, MultiHeadAttention):   # [W_Q; W_K; W_V]: each d x d, the bound
-                for block in module.in_proj.weight.detach().chunk(3, dim=0):   # of one 3d x d
-                    nn.init.xavier_uniform_(block, gain=QKV_INIT_GAIN)
 
     def _embed(self, tokens, embedding, positions, offset: int = 0):
         # (B, L, d_model)
         return positions(embedding(tokens) * math.sqrt(self.config.d_model), offset)
 
-    def _src_mask(self, src, src_mask):
-        _check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src",
-                      values=self.check_inputs)
-        # (B, 1, 1, L_s)
-        return make_padding_mask(src, self.config.pad_id) if src_mask is None else src_mask
+# %% ../notebooks/11_model.ipynb #b7e2c9d4
+def _src_mask(self, src, src_mask):
+    _check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src",
+                  values=self.check_inputs)                 # see "Engineering"
+    # (B, 1, 1, L_s)
+    return make_padding_mask(src, self.config.pad_id) if src_mask is None else src_mask
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
-        src_mask = self._src_mask(src, src_mask)
-        # (B, L_s, d_model)
-        return self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
-               tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-        c = self.config
-        offset = 0 if cache is None else cache.get("offset", 0)
-        _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
-        _check_batch(memory, "memory", tgt, "tgt")
-        y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
-        # tgt_mask None: causal; (B, L_t, d_model)
-        h = self.decoder(y, memory, tgt_mask, src_mask, cache)
-        if cache is not None:
-            cache["offset"] = offset + tgt.shape[1]
-        return self.output_projection(h)                                       # (B, L_t, V_tgt)
+def _encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+    src_mask = self._src_mask(src, src_mask)
+    # (B, L_s, d_model)
+    return self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
-                tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
-        src_mask = self._src_mask(src, src_mask)
-        _check_batch(tgt, "tgt", src, "src")
-        # (B, L_s, d_model)
-        memory = self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
-        return self.decode(tgt, memory, src_mask, tgt_mask)                        # (B, L_t, V_tgt)
+
+def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
+            tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+    c = self.config
+    offset = 0 if cache is None else cache.get("offset", 0)
+    _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
+    _check_batch(memory, "memory", tgt, "tgt")
+    y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
+    # tgt_mask None: causal; (B, L_t, d_model)
+    h = self.decoder(y, memory, tgt_mask, src_mask, cache)
+    if cache is not None:
+        cache["offset"] = offset + tgt.shape[1]
+    return self.output_projection(h)                                       # (B, L_t, V_tgt)
+
+
+def _forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
+             tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
+    src_mask = self._src_mask(src, src_mask)
+    _check_batch(tgt, "tgt", src, "src")
+    # (B, L_s, d_model)
+    memory = self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
+    return self.decode(tgt, memory, src_mask, tgt_mask)                        # (B, L_t, V_tgt)
+
+
+Transformer._src_mask, Transformer.encode = _src_mask, _encode
+Transformer.decode, Transformer.forward = _decode, _forward
+
+# %% ../notebooks/11_model.ipynb #d9b3e5f1
+# W_Q, W_K, W_V start at Xavier's bound times this (chapter 11, "Initialisation"): 1/sqrt(2) is
+# the bound of one (3 d_model, d_model) Xavier matrix, nn.Transformer's and fairseq's choice
+QKV_INIT_GAIN = 2 ** -0.5
+
+
+def _reset_parameters(self) -> None:
+    """Xavier-uniform weight matrices (W_Q, W_K, W_V with gain 1/sqrt(2)), zero
+    attention biases, FFN biases as nn.Linear makes them, normal embeddings with std
+    d_model^-1/2: nn.Transformer's initialisation (stated in chapter 11)."""
+    d = self.config.d_model
+    ffn_linears = {lin for m in self.modules() if isinstance(m, PositionwiseFeedForward)
+                   for lin in (m.w_1, m.w_2)}
+    for module in self.modules():
+        if isinstance(module, nn.Embedding) or module is self.output_projection:
+            nn.init.normal_(module.weight, std=d ** -0.5)
+        elif isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+        if (isinstance(module, nn.Linear) and module.bias is not None
+            and module not in ffn_linears):          # FFN biases keep U(+-fan_in^-1/2)
+            nn.init.zeros_(module.bias)
+    for module in self.modules():
+        if isinstance(module, MultiHeadAttention):   # [W_Q; W_K; W_V]: each d x d, the bound
+            for block in module.in_proj.weight.detach().chunk(3, dim=0):   # of one 3d x d
+                nn.init.xavier_uniform_(block, gain=QKV_INIT_GAIN)
+
+
+Transformer._reset_parameters = _reset_parameters
+
+# %% ../notebooks/11_model.ipynb #a57ad81b
+def parameter_count(config: TransformerConfig) -> dict[str, int]:
+    """Parameters of Transformer(config) by part, by formula, without building it
+    (shared tensors counted once).
+
+    For the total of a built model or of a config, use `count_parameters`.
+    """
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(f"parameter_count takes a TransformerConfig, got {type(config).__name__}; "
+                        "count a model's parameters with count_parameters(model)")
+    c = config
+    d, f, n = c.d_model, c.d_ff, c.n_layers
+    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
+    final_norm = norm if c.norm_first else 0
+    counts = {"encoder": n * (attention + ffn + 2 * norm) + final_norm,
+              "decoder": n * (2 * attention + ffn + 3 * norm) + final_norm,
+              "source embedding": c.src_vocab_size * d,
+              "target embedding": 0 if c.share_embeddings else c.tgt_vocab_size * d,
+              "output projection": 0 if c.tie_output else c.tgt_vocab_size * d + c.tgt_vocab_size,
+              "positions": 2 * c.max_len * d if c.positional == "learned" else 0}
+    counts["total"] = sum(counts.values())
+    return counts
+
+# %% ../notebooks/11_model.ipynb #267245ca
+@contextlib.contextmanager
+def evaluating(model: nn.Module) -> Iterator[nn.Module]:
+    """Eval mode, no gradients inside the `with` block; the model's mode is restored after it, even
+    on error."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
 
 # %% ../notebooks/11_model.ipynb #4f0c8d1e
 def _check_config(c: TransformerConfig) -> None:
@@ -215,39 +262,3 @@ def _check_batch(x, name: str, ref: torch.Tensor, ref_name: str) -> None:
     if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] != ref.shape[0]:
         raise ValueError(f"{name} must have the batch size of {ref_name}, B = {ref.shape[0]}, "
                          f"got shape {tuple(x.shape)}")
-
-# %% ../notebooks/11_model.ipynb #a57ad81b
-def parameter_count(config: TransformerConfig) -> dict[str, int]:
-    """Parameters of Transformer(config) by part, by formula, without building it
-    (shared tensors counted once).
-
-    For the total of a built model or of a config, use `count_parameters`.
-    """
-    if not isinstance(config, TransformerConfig):
-        raise TypeError(f"parameter_count takes a TransformerConfig, got {type(config).__name__}; "
-                        "count a model's parameters with count_parameters(model)")
-    c = config
-    d, f, n = c.d_model, c.d_ff, c.n_layers
-    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
-    final_norm = norm if c.norm_first else 0
-    counts = {"encoder": n * (attention + ffn + 2 * norm) + final_norm,
-              "decoder": n * (2 * attention + ffn + 3 * norm) + final_norm,
-              "source embedding": c.src_vocab_size * d,
-              "target embedding": 0 if c.share_embeddings else c.tgt_vocab_size * d,
-              "output projection": 0 if c.tie_output else c.tgt_vocab_size * d + c.tgt_vocab_size,
-              "positions": 2 * c.max_len * d if c.positional == "learned" else 0}
-    counts["total"] = sum(counts.values())
-    return counts
-
-# %% ../notebooks/11_model.ipynb #267245ca
-@contextlib.contextmanager
-def evaluating(model: nn.Module) -> Iterator[nn.Module]:
-    """Eval mode, no gradients inside the `with` block; the model's mode is restored after it, even
-    on error."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield model
-    finally:
-        model.train(was_training)
