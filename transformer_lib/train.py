@@ -99,7 +99,7 @@ __all__ = ['MAX_LEN', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_m
            'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'make_optimizer', 'make_schedule',
            'budget_progress', 'fit', 'after_step', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run',
            'check_weights', 'diverged', 'named_remedies', 'finalize', 'choose_weights', 'results_record',
-           'report_files', 'main']
+           'report_files', 'main', 'live_preset', 'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -655,6 +655,47 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"({r['signature']}); {result.results['training_seconds']:.0f} s of training")
     return 0
 
+# %% ../notebooks/18_capstone.ipynb #e7c1a9f1
+def live_preset(full: bool = False, device: str | torch.device | None = None) -> str:
+    """The preset chapter 18's live training cell runs on `device` (by default where `run` trains
+    the GPU presets: a CUDA GPU if there is one, else the CPU): on a GPU, a Colab T4 included,
+    `gpu-30s` (thirty seconds of training), or with `full` the `gpu` recipe; on the CPU
+    `cpu-tiny`, or with `full` `cpu-30min`."""
+    if pick_device(device).type == "cuda":
+        return "gpu" if full else "gpu-30s"
+    return "cpu-30min" if full else "cpu-tiny"
 
+# %% ../notebooks/18_capstone.ipynb #e7c1a9f3
+def run_report(result: RunResult) -> str:
+    """What a finished run did on its device, from its results record: the device (with a GPU's
+    compute capability), its precision, whether `prepare` compiled the model and why not, the
+    updates and target tokens per second of training, and test BLEU, greedy and beam. Only
+    process 0 holds the record; any other process's `result`: ValueError."""
+    rec = result.results
+    if "test_2016_flickr" not in rec:
+        raise ValueError("result holds no results record: only process 0 of a run that "
+                         "finished has one")
+    where = rec["device"]
+    if result.device.type == "cuda":
+        where += " (compute capability {}.{})".format(
+            *torch.cuda.get_device_capability(result.device))
+    if not result.recipe.compile:
+        compiled = "not compiled (the recipe's compile is off)"
+    elif not amp_settings(result.device)[2]:            # prepare's test: Triton cannot compile
+        compiled = "not compiled (compute capability below 8.0)"
+    else:
+        compiled = "compiled with torch.compile"
+    precision = {"float16": "float16 autocast, with a gradient scaler",   # as `train` pairs them
+                 "bfloat16": "bfloat16 autocast"}.get(rec["precision"], "float32 (no autocast)")
+    t = rec["test_2016_flickr"]
+    return (f"{where}\nprecision: {precision}; {compiled}\n"
+            f"{rec['parameters']:,} parameters, {rec['steps']:,} updates ({rec['epochs']} "
+            f"epochs) in {rec['training_seconds']:.0f} s of training, "
+            f"{rec['target_tokens_per_s']:,.0f} target tokens/s\n"
+            f"test_2016_flickr ({t['sentences']} sentences): greedy BLEU "
+            f"{t['bleu_greedy']:.1f}, beam {t['beam_size']} BLEU {t['bleu_beam']:.1f}")
+
+# %% ../notebooks/18_capstone.ipynb #e7c1a9f5
+# The command line, last in the module so that every function above is defined when it runs.
 if __name__ == "__main__" and "ipykernel" not in sys.modules:  # the notebook never runs the CLI
     sys.exit(main())
