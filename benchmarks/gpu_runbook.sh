@@ -1,14 +1,43 @@
 #!/usr/bin/env bash
-# The GPU measurements as prepared commands of at most 9 minutes each, so that each fits a limit of
-# 10 minutes per command with start-up. Run from the repository root, the first command, then the
-# second if time is left:
+# The GPU measurements as two prepared commands that fit a lent machine's 15 minutes with their
+# start-ups (about 30 s each) and its 10 minutes per command; optional steps come third, only if
+# time is left. Run from the repository root:
 #
-#   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh [--tiny] [--steps "S ..."] [OUTDIR]
-#   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --steps gpu [OUTDIR]
+#   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --call 1 [OUTDIR]   # < 560 s
+#   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --call 2 [OUTDIR]   # < 330 s
+#   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --steps "S ..." [OUTDIR]
+#   bash benchmarks/gpu_runbook.sh --tiny --call 1|--call 2|--steps "S ..."          # CPU check
 #
-# Steps, in priority order; each has its own time limit and none starts after the deadline
-# (DEADLINE_S, default 540 s from the start). The default steps are gpu30s, parity and seeds; gpu
-# and throughput each need a command of their own. Times on the H200 of 2026-11-26 (commit 4948cac):
+# Call 1 (step gpu; DEADLINE_S default 545, step limit 540 s): python -m transformer_lib.train
+#   --preset gpu, its 300 s of training unchanged (compiling is inside them: the clock starts before
+#   the first compiled update; the first H200 run spent 76 s of its budget there)   -> gpu-5min.json
+#   (and gpu-5min.history.json). Expected ~350-400 s: start-up, data and tokenizer ~20 s, 300 s,
+#   epoch snapshots ~15 s, the end (checkpoint, last and averaged weights on validation, test greedy
+#   and beam 4) ~20 s. Why it never ended inside a call, and what changed:
+#   - it ran last, in a command whose deadline left it 330 s: 300 s of training plus start-up and
+#     the end's evaluation do not fit in 330 s. Now it is a command of its own.
+#   - --eval-every 0 (kept): the preset evaluates every 10 epochs, with beam search, on all 1,014
+#     validation sentences, the clock paused; at ~1.2 s an epoch after compiling, that is ~18
+#     evaluations of ~5 s on top of the 300 s. It is evaluated only at the end.
+#   - --checkpoint-every 1000000000: no full checkpoint (weights and Adam moments, ~315 MB) every
+#     2,000 updates; the last one is still written.
+#   - run directory in /dev/shm where it has 4 GB free: averaging the last 5 epoch snapshots writes
+#     the 105 MB of weights after every epoch, ~180 times (the clock paused).
+#   eval_every and checkpoint_every are run-only fields (recipe.RUN_ONLY) and the run directory is
+#   no field of the recipe: what trains is the preset's recipe.
+# Call 2 (step sweep; DEADLINE_S default 320): benchmarks/gpu30s_sweep.py, up to five variants of
+#   the gpu-30s recipe (its docstring gives each and the evidence for it), one at a time, each in a
+#   fresh process, 30 s of training each, scored on validation; the winner chosen on validation
+#   alone, and only the winner translates test_2016_flickr (greedy and beam) -> gpu-30s-sweep.json
+#   Expected ~250 s: each variant ~45 s (start-up, tokenizer, 30 s, validation of the last and the
+#   averaged weights; the gpu-30s CLI run ended 55 s after its start, test included), the winner's
+#   test ~10 s. The sweep gets the deadline less 15 s and skips a variant that would not end before
+#   it, so with less device time left, a smaller DEADLINE_S drops the last variants, not the record.
+# Both calls, with ~30 s of start-up each: ~30 + ~380 + ~30 + ~250 = ~690 s of the 900 s expected;
+# at their deadlines 30 + 555 + 30 + 330 = 945 s would not fit, so if call 1 ran long, run call 2
+# with DEADLINE_S = the device time left less 45 s.
+# Optional steps (--steps, in this order; each with its own limit, none starting after the deadline,
+# DEADLINE_S default 540 s). Times on the H200 of 2026-11-26 (commit 4948cac):
 #   gpu30s      python -m transformer_lib.train --preset gpu-30s        -> gpu-30s.json       70 s
 #               (ended after 55 s)
 #   parity      benchmarks/parity.py --preset gpu, 1,000 updates (about 21 epochs), ours and
@@ -23,10 +52,14 @@
 #               record with a verdict per seed and on the means
 #                                                 -> gpu-parity-cpu-30min-2x2-seeds.json 120 s
 #               (at the earlier 3+3 shape, results/gpu-parity-cpu-30min-seeds.json: ended after 44 s)
-#   gpu         python -m transformer_lib.train --preset gpu: 300 s of training, plus compiling
-#               (~80 s), data and evaluation; it did not end within 330 s -> gpu-5min.json  480 s
+#   beam        the beam diagnosis: benchmarks/gpu30s_sweep.py --variants $BEAM_VARIANT (default
+#               preset) --beam-table: 30 s of training, then validation BLEU and output lengths of
+#               greedy and beam 4 at length penalties 0, 0.6, 1.0, 1.4, in bfloat16 and float32
+#               (gpu-30s made 32.7 greedy and 32.7 beam)                -> gpu-30s-beam.json  150 s
 #   throughput  benchmarks/train_throughput.py, compiled vs compiled    -> gpu-throughput.json
 #               (compiling both models' shapes took ~225 s on the H200)                       280 s
+#   gpu         call 1's step                                                                  540 s
+#   sweep       call 2's step                                                                  320 s
 # A step that hits its limit is stopped and the next one runs. The records carry provenance
 # (device, torch, commit, date); commit them to results/ under the same names.
 #
@@ -37,28 +70,45 @@
 set -uo pipefail
 PY=${PYTHON:-python3}
 tiny=0
-steps="gpu30s parity seeds"
+steps=""
+call=""
 while [ $# -gt 0 ]; do
   case $1 in
     --tiny) tiny=1; shift ;;
+    --call) call=${2:?--call needs 1 or 2}; shift 2 ;;
     --steps) steps=${2:?--steps needs a list, e.g. "gpu30s parity"}; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR == 1 {next} /^#/ {print; next} {exit}' "$0"; exit 0 ;;
     -*) echo "unknown option $1 (see --help)"; exit 2 ;;
     *) break ;;
   esac
 done
+case "$call" in
+  1) steps=gpu; default_deadline=545 ;;
+  2) steps=sweep; default_deadline=320 ;;
+  "") default_deadline=540
+      if [ -z "$steps" ]; then
+        echo "choose --call 1, --call 2 or --steps \"S ...\" (see --help)"; exit 2
+      fi ;;
+  *) echo "--call takes 1 or 2, not $call"; exit 2 ;;
+esac
 if [ "$tiny" = 1 ]; then out=${1:-$(mktemp -d)}; else out=${1:-${OUT:-results}}; fi
 mkdir -p "$out"
 export TRANSFORMER_LIB_DATA=${TRANSFORMER_LIB_DATA:-$PWD/data}
 export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0 MPLBACKEND=Agg PYTHONPATH=$PWD
-deadline=$(( SECONDS + ${DEADLINE_S:-540} ))
-runs=$(mktemp -d)                                      # run directories (checkpoints): not kept
+deadline=$(( SECONDS + ${DEADLINE_S:-$default_deadline} ))
+# Run directories (checkpoints, snapshots): not kept. In memory where /dev/shm has 4 GB free (the
+# gpu step writes ~180 epoch snapshots of 105 MB), else on disk; always on disk with --tiny.
+shm_kb=$(df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 {print $4}')
+if [ "$tiny" = 0 ] && [ "${shm_kb:-0}" -ge 4194304 ]; then runs=$(mktemp -d -p /dev/shm)
+else runs=$(mktemp -d); fi
+trap 'rm -rf "$runs"' EXIT
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null \
     || echo "no nvidia-smi"
   "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
   # The device machine's .git may be missing or stale: the commit comes in as GIT_COMMIT.
   echo "commit: ${GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo 'unknown (set GIT_COMMIT)')}"
+  echo "steps: $steps; deadline ${DEADLINE_S:-$default_deadline} s; runs in $runs"
 } 2>&1 | tee "$out/gpu-device.txt"
 
 step() {   # step NAME LIMIT_S COMMAND...: run with min(LIMIT_S, time to the deadline), log to OUTDIR
@@ -79,24 +129,35 @@ step() {   # step NAME LIMIT_S COMMAND...: run with min(LIMIT_S, time to the dea
 }
 
 # Recipe flags per step: the real ones, or seconds-long CPU stand-ins with --tiny.
+# Call 1: the preset's recipe; evaluation at the end only, and no checkpoint before the last one
+# (run-only fields: see the header).
+gpu5_run=(--eval-every 0 --checkpoint-every 1000000000)
 if [ "$tiny" = 1 ]; then
   small=(--device cpu --no-amp --no-compile --d-model 32 --n-heads 2 --n-layers 1 --d-ff 64
          --vocab-size 500 --train-pairs 400 --batch-tokens 600 --warmup-steps 5)
   quick=("${small[@]}" --time-budget-s 3 --eval-sentences 10 --test-sentences 10 --beam-size 2)
   gpu30s=(--preset gpu-30s "${quick[@]}")
-  gpu5=(--preset gpu "${quick[@]}")
+  gpu5=(--preset gpu "${gpu5_run[@]}" "${quick[@]}")
   parity=(--preset gpu "${small[@]}" --updates 8 --val-sentences 8 --beam 2 --decode-float32)
   parity_seeds="0"; parity_prior=""
   seeds=(--preset cpu-30min "${small[@]}" --updates 4 --val-sentences 6); seed_list="0 1"
   throughput=(--tiny --device cpu)
+  # two of the five variants (each one is a process of its own: seconds of start-up on this CPU);
+  # tests/test_benchmarks_smoke.py parses all five and checks the choice with a fake trainer
+  sweep=(--variants preset budget-d512 -- "${small[@]}" --time-budget-s 1 --eval-sentences 10
+         --test-sentences 10 --beam-size 2)
+  beam=(--variants "${BEAM_VARIANT:-preset}" --beam-table --beams 2 --alphas 0.6 -- "${small[@]}"
+        --time-budget-s 1 --eval-sentences 10 --test-sentences 10 --beam-size 2)
 else
   gpu30s=(--preset gpu-30s)
-  gpu5=(--preset gpu --eval-every 0)
+  gpu5=(--preset gpu "${gpu5_run[@]}")
   parity=(--preset gpu --updates 1000 --beam 4 --decode-float32)
   # seeds 0-2 are in results/gpu-parity.json (2026-11-26); new seeds join them in one record
   parity_seeds=${PARITY_SEEDS:-3 4}; parity_prior=results/gpu-parity.json
   seeds=(--preset cpu-30min --device cuda --no-amp --updates 500); seed_list="0 1 2 3 4"
   throughput=(--steps 40 --rounds 3)
+  sweep=()
+  beam=(--variants "${BEAM_VARIANT:-preset}" --beam-table)
 fi
 
 step gpu30s 70 "$PY" -m transformer_lib.train "${gpu30s[@]}" --no-progress \
@@ -139,11 +200,21 @@ seeds_all() {   # ours and nn.Transformer at every seed, one process each, all a
 export SEEDS_FLAGS="${seeds[*]}" SEED_LIST="$seed_list"
 step seeds 120 bash -c "$(declare -f seeds_all)"'; seeds=($SEEDS_FLAGS); seeds_all'
 
-step gpu 480 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
-  --out-dir "$runs/gpu-5min" --results "$out/gpu-5min.json"
+step beam 150 "$PY" benchmarks/gpu30s_sweep.py --runs "$runs/beam" \
+  --json "$out/gpu-30s-beam.json" "${beam[@]}"
 
 step throughput 280 "$PY" benchmarks/train_throughput.py "${throughput[@]}" \
   --json "$out/gpu-throughput.json"
 
-rm -rf "$runs"
+# call 1
+step gpu 540 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
+  --out-dir "$runs/gpu-5min" --results "$out/gpu-5min.json"
+[ -f "$runs/gpu-5min/history.json" ] \
+  && cp "$runs/gpu-5min/history.json" "$out/gpu-5min.history.json"
+
+# call 2: the sweep ends itself 15 s before the step's limit (it skips a variant that would not fit)
+sweep_left=$(( deadline - SECONDS - 15 ))
+step sweep 320 "$PY" benchmarks/gpu30s_sweep.py --runs "$runs/sweep" --deadline-s "$sweep_left" \
+  --json "$out/gpu-30s-sweep.json" "${sweep[@]}"
+
 ls -la "$out"

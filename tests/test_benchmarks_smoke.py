@@ -232,20 +232,29 @@ def test_parity_smoke_is_deterministic_per_update(tmp_path):
 
 @needs_data
 def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
-    """`--tiny`: every step of the GPU runbook (the default three and the two that need a command
-    of their own), seconds long on the CPU, writes its record."""
+    """`--tiny`: every optional step of the GPU runbook, seconds long on the CPU, writes its record
+    (its two calls: tests/test_gpu_runbook.py)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
     env.pop("GIT_COMMIT", None)
+    env.pop("DEADLINE_S", None)
     proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_runbook.sh"), "--tiny", "--steps",
-                           "gpu30s parity seeds gpu throughput", str(tmp_path)], cwd=ROOT, env=env,
+                           "gpu30s parity seeds beam throughput", str(tmp_path)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TIMED OUT" not in proc.stdout and "SKIPPED" not in proc.stdout, proc.stdout[-3000:]
-    for name in ("gpu-30s", "gpu-parity", "gpu-5min", "gpu-parity-cpu-30min-2x2-seeds",
+    for name in ("gpu-30s", "gpu-parity", "gpu-30s-beam", "gpu-parity-cpu-30min-2x2-seeds",
                  "gpu-throughput"):
         rec = json.loads((tmp_path / f"{name}.json").read_text())
         for key in ("device", "torch", "git_commit", "date"):
             assert key in rec, (name, key)
+    beam = json.loads((tmp_path / "gpu-30s-beam.json").read_text())
+    assert [v["name"] for v in beam["variants"]] == ["preset"]
+    assert beam["winner"]["name"] == "preset"
+    table = beam["beam_table"]
+    assert table["split"] == "val" and [(r["beam_size"], r["alpha"], r["precision"])
+                                        for r in table["rows"]] == [(1, 0.0, "float32"),
+                                                                    (2, 0.6, "float32")]
+    assert all(r["length_ratio"] >= 0 and 0 <= r["brevity_penalty"] <= 1 for r in table["rows"])
     parity = json.loads((tmp_path / "gpu-parity.json").read_text())
     assert [x["model"] for x in parity["runs"]] == ["ours", "nn.Transformer"]
     assert parity["verdict"]["updates"] == 8 and set(parity["runs"][0]["bleu"]) == {"greedy",
