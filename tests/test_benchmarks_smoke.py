@@ -387,3 +387,40 @@ def test_heads_off_writes_the_record_chapter_19_reads(tmp_path, restore_threads)
     assert rec["translations"] == 1 + n_modules * (rec["n_heads"] + 1) + len(rec["per_kind"])
     assert set(rec["per_kind"]) == {"self", "cross"}
     assert json.loads((tmp_path / "h.json").read_text())["per_head"] == rec["per_head"]
+
+
+@needs_data
+def test_snapshot_averages_scores_the_average_of_the_last_k_weights(tmp_path):
+    """`--last k` averages the last k of [epoch snapshots..., model.pt] (k = 1: the final weights
+    alone): the score it reports for k = 2 is that of the elementwise mean of the last snapshot and
+    the final weights, decoded here independently; a k beyond the weights kept is an error."""
+    from snapshot_averages import main as averages
+
+    from transformer_lib.optimization import save_checkpoint
+    from transformer_lib.text import SubwordTokenizer
+    from transformer_lib.train import timed_bleu
+    pairs = data.load_multi30k("val")[:4]
+    tok = SubwordTokenizer.train([s for pair in data.load_multi30k("train")[:300] for s in pair],
+                                 vocab_size=400)
+    config = TransformerConfig.base(tok.vocab_size, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    models = []
+    for seed, path in ((0, "snapshots/epoch_0000.pt"), (1, "snapshots/epoch_0001.pt"),
+                       (2, "model.pt")):
+        torch.manual_seed(seed)
+        models.append(Transformer(config).eval())
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        save_checkpoint(tmp_path / path, models[-1])
+    tok.save(tmp_path / "tokenizer.json")
+    rec = averages(["--run-dir", str(tmp_path), "--last", "1", "2", "--sentences", "4",
+                    "--beam", "2", "--alpha", "0.6", "--json", str(tmp_path / "avg.json")])
+    assert [r["averaged"] for r in rec["rows"]] == [["model.pt"], ["epoch_0001.pt", "model.pt"]]
+    mean = Transformer(config).eval()
+    mean.load_state_dict({k: ((v.double() + models[1].state_dict()[k].double()) / 2).float()
+                          for k, v in models[2].state_dict().items()})
+    cpu = torch.device("cpu")
+    for row, model in zip(rec["rows"], (models[2], mean)):
+        assert row["bleu_greedy"] == timed_bleu(model, tok, pairs, beam_size=1, alpha=0.6,
+                                                device=cpu, amp_dtype=None)["bleu"]
+    assert json.loads((tmp_path / "avg.json").read_text())["rows"] == rec["rows"]
+    with pytest.raises(SystemExit):
+        averages(["--run-dir", str(tmp_path), "--last", "4"])
