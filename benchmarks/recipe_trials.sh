@@ -22,6 +22,8 @@ declare -A TRIALS=(
   [lr_3e-3]="--peak-lr 3e-3 --warmup-steps 200" # a higher peak with a longer warm-up
   [vocab_4000_dropout_0.2]="--vocab-size 4000 --dropout 0.2"
   [vocab_4000_lr_3e-3]="--vocab-size 4000 --peak-lr 3e-3 --warmup-steps 200"
+  [vocab_3000]="--vocab-size 3000"
+  [vocab_2000]="--vocab-size 2000"
 )
 WATCH="--eval-every 1 --no-eval-beam --average-last 8"
 mkdir -p results/tuning-2x2 runs/tuning
