@@ -124,18 +124,12 @@ class GRUDecoder(nn.Module):
 # %% ../notebooks/20_recurrent_baseline.ipynb #01a62300
 class RecurrentTranslator(nn.Module):
     """RNNsearch (Bahdanau et al., 2015): a bidirectional GRU encoder, a GRU decoder with additive
-    attention, and the decoding interface of the book's Transformer (decoding.greedy_decode and
-    beam_search use it unchanged).
-
-    forward(src (B, L_s), tgt (B, L_t), src_mask=None, tgt_mask=None) -> logits (B, L_t, V_tgt).
-    encode(src, src_mask=None) -> memory (B, L_s, 2 d_hidden), the annotations h_j.
-    decode(tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> logits (B, L_t, V_tgt); with
-    cache={} on the first step and the same dict afterwards, tgt holds only the new tokens and the
-    state s_i is kept in cache["state"] (B, d_hidden), U_a h_j in cache["keys"] (B, L_s, d_attn).
-    Masks are boolean, True = may attend; src_mask broadcasts to (B, 1, 1, L_s), real tokens
-    first; tgt_mask may only be None or causal (a recurrence reads the past only).
-    need_weights (attribute): keep the attention weights (B, L_t, L_s) in attn_weights.
-    """
+    attention, and the decoding interface of the book's Transformer (greedy_decode, beam_search):
+    forward(src (B, L_s), tgt (B, L_t)) -> logits (B, L_t, V_tgt); encode(src) -> memory, the
+    annotations h_j (B, L_s, 2 d_hidden); decode(tgt, memory, src_mask, cache=...) -> logits, the
+    cache (a dict, {} on the first step) keeping s_i in "state" (B, d_hidden) and U_a h_j in "keys"
+    (B, L_s, d_attn). Masks are boolean, True = may attend: src_mask (B, 1, 1, L_s), real tokens
+    first; tgt_mask None or causal. need_weights keeps the weights (B, L_t, L_s) in attn_weights."""
 
     def __init__(self, config: RecurrentConfig):
         super().__init__()
@@ -159,24 +153,6 @@ class RecurrentTranslator(nn.Module):
         mask = (src != c.pad_id) if src_mask is None else _key_mask(src_mask, src, "src")
         return self.encoder(self.dropout(self.src_embed(src)), mask)     # (B, L_s, 2 d_hidden)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
-               tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-        _check_tokens(tgt, self.config.tgt_vocab_size, math.inf, "tgt", values=self.check_inputs)
-        _check_memory(memory, tgt, self.config.d_hidden)
-        _check_tgt_mask(tgt_mask, tgt.shape[1])
-        mask = (torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
-                if src_mask is None else _key_mask(src_mask, memory, "memory"))       # (B, L_s)
-        if cache is not None and "state" in cache:
-            state, keys = cache["state"], cache["keys"]         # (B, d_hidden), (B, L_s, d_attn)
-        else:
-            state, keys = self.decoder.start(memory)
-        y = self.dropout(self.tgt_embed(tgt))                            # (B, L_t, d_embed)
-        out, state, weights = self.decoder(y, memory, mask, state, keys)
-        if cache is not None:
-            cache["state"], cache["keys"] = state, keys
-        self.attn_weights = weights if self.need_weights else None     # (B, L_t, L_s)
-        return self.output_projection(out)                                 # (B, L_t, V_tgt)
-
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
                 tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
         _check_batch(tgt, "tgt", src, "src")
@@ -184,6 +160,29 @@ class RecurrentTranslator(nn.Module):
             _check_tokens(src, self.config.src_vocab_size, math.inf, "src", values=False)
             src_mask = (src != self.config.pad_id)[:, None, None, :]           # (B, 1, 1, L_s)
         return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
+
+# %% ../notebooks/20_recurrent_baseline.ipynb #01a62301
+def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
+            tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+    "See `RecurrentTranslator`: logits (B, L_t, V_tgt) of the target prefix `tgt`, with the cache."
+    _check_tokens(tgt, self.config.tgt_vocab_size, math.inf, "tgt", values=self.check_inputs)
+    _check_memory(memory, tgt, self.config.d_hidden)
+    _check_tgt_mask(tgt_mask, tgt.shape[1])
+    mask = (torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
+            if src_mask is None else _key_mask(src_mask, memory, "memory"))       # (B, L_s)
+    if cache is not None and "state" in cache:
+        state, keys = cache["state"], cache["keys"]         # (B, d_hidden), (B, L_s, d_attn)
+    else:
+        state, keys = self.decoder.start(memory)
+    y = self.dropout(self.tgt_embed(tgt))                            # (B, L_t, d_embed)
+    out, state, weights = self.decoder(y, memory, mask, state, keys)
+    if cache is not None:
+        cache["state"], cache["keys"] = state, keys
+    self.attn_weights = weights if self.need_weights else None     # (B, L_t, L_s)
+    return self.output_projection(out)                                 # (B, L_t, V_tgt)
+
+
+RecurrentTranslator.decode = _decode
 
 # %% ../notebooks/20_recurrent_baseline.ipynb #37e481d9
 def _check_recurrent_config(c: RecurrentConfig) -> None:
