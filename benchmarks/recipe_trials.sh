@@ -5,10 +5,11 @@
 # `python -m transformer_lib.train --preset cpu-30min` with the changes below, on all the machine's
 # cores for the preset's 1,797 s of training, *watched*: the validation loss and greedy BLEU after
 # every epoch (the training clock is paused while it evaluates, so the run trains as long as an
-# unwatched one), and every epoch's weights kept (--average-last 8 keeps the last eight snapshots,
-# i.e. all of a run of about seven epochs; at the end the run evaluates their average against the
-# last weights on validation and keeps the better, as every run with snapshots does). After the
-# run, a sweep of beam search's length penalty on validation with the run's own weights.
+# unwatched one), and the epochs' weights kept (--average-last 8 keeps the last eight snapshots:
+# all of a seven-epoch run, all but the first of a nine-epoch one; at the end the run evaluates
+# their average against the last weights on validation and keeps the better, as every run with
+# snapshots does). After the run, a sweep of beam search's length penalty on validation with the
+# run's own weights; benchmarks/snapshot_averages.py then scores averages of the last few.
 #   bash benchmarks/recipe_trials.sh TRIAL...   (one at a time: two runs would share the cores)
 # writes results/tuning-2x2/TRIAL.json (record), TRIAL.history.json (training log) and
 # TRIAL.val-beam.json (the sweep); the run directory (weights, snapshots, tokenizer) stays in
