@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Full thirty-minute runs of variants of the earlier cpu-30min recipe (3+3 layers, dropout 0.1 in all
 # three places), chosen on the validation split only; layers_2_residual_dropout won and became the
-# recipe (its record is results/multi30k-cpu-30min.json). Every trial names its layers and dropouts.
+# recipe (its record is results/tuning/layers_2_residual_dropout.json). Every trial names its layers
+# and dropouts; THEN pins what the preset was then (8,000 tokens, not watched), before
+# results/tuning-2x2/ (benchmarks/recipe_trials.sh) changed it.
 # Each TRIAL is `python -m transformer_lib.train --preset cpu-30min` with the changes below, on all
 # the machine's cores for the preset's whole time budget (1,797 s of training), then a sweep of the
 # length penalty of beam search (beam 4) on the validation split with the run's own weights:
@@ -12,6 +14,7 @@
 # were the rows that beat the recipe on both seeds while also training faster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+THEN="--vocab-size 8000 --eval-every 0 --eval-beam --keep-snapshots 0"
 declare -A TRIALS=(
   [layers_2_dropout_0]="--n-layers 2 --dropout 0 --attn-dropout 0 --ffn-dropout 0"
   [layers_2_residual_dropout]="--n-layers 2 --dropout 0.1 --attn-dropout 0 --ffn-dropout 0"
@@ -24,7 +27,7 @@ for trial in "$@"; do
   out=$(mktemp -d)
   # shellcheck disable=SC2086
   python -m transformer_lib.train --preset cpu-30min --out-dir "$out/run" --no-progress \
-    --results "results/tuning/$trial.json" ${TRIALS[$trial]}
+    --results "results/tuning/$trial.json" $THEN ${TRIALS[$trial]}
   cp "$out/run/history.json" "results/tuning/$trial.history.json"
   python benchmarks/length_penalty_sweep.py --run-dir "$out/run" --beams 4 \
     --alphas 0.6 1.0 1.2 1.5 --json "results/tuning/$trial.val-beam.json"

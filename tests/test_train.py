@@ -209,6 +209,22 @@ def test_results_record_the_commit_the_run_started_from(tmp_path, monkeypatch):
     assert started and result.results["git_commit"] == "at-start"
 
 
+@pytest.mark.parametrize("average_last, kept, weights", [(1, 2, "last"), (2, 3, None)])
+@needs_data
+def test_keep_snapshots_keeps_epochs_to_study_and_averaging_reads_only_its_own(
+        tmp_path, average_last, kept, weights):
+    """`keep_snapshots` keeps the last N epochs' weights whether or not the run averages; averaging
+    still reads only the last `average_last` of them."""
+    result = run(tiny_recipe(tmp_path / "snaps", max_steps=0, epochs=3, keep_snapshots=kept,
+                             average_last=average_last))
+    snaps = sorted(p.name for p in (tmp_path / "snaps" / "snapshots").iterdir())
+    assert snaps == [f"epoch_{e:04d}.pt" for e in range(3 - kept, 3)]
+    chosen = [e["weights"] for e in result.evals if "weights" in e]
+    assert chosen[0] == "last" and chosen[1:] == ([] if average_last == 1
+                                                  else ["average of 2 epoch snapshots"])
+    assert result.results["weights"] in ([weights] if weights else chosen)
+
+
 @needs_data
 def test_time_budget_stops_training(tmp_path):
     """No step limit, a 1 s budget: training stops at the first step whose clock reading reaches
@@ -407,8 +423,13 @@ def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
 
 
 
+# the cpu-30min recipe before results/tuning-2x2/ chose 4,000 tokens and the run was watched; and
+# the recipe fields added after the earlier records were made
+BEFORE_2X2 = {"vocab_size": 8000, "eval_every": 0, "eval_beam": True}
+NEW_FIELDS = ("keep_snapshots",)
 # the cpu-30min recipe before results/tuning/ chose two layers and the paper's dropout only
-EARLIER_CPU_RECIPE = {"n_layers": 3, "dropout": 0.1, "attn_dropout": 0.1, "ffn_dropout": 0.1}
+EARLIER_CPU_RECIPE = {"n_layers": 3, "dropout": 0.1, "attn_dropout": 0.1, "ffn_dropout": 0.1,
+                      **BEFORE_2X2}
 
 
 @pytest.mark.parametrize("name, changes", [("multi30k-cpu-30min-fp32", {"amp": False}),
@@ -419,7 +440,7 @@ def test_committed_earlier_recipe_records_are_the_preset_with_three_layers(name,
     else changed, trained in float32, complete, from a clean commit."""
     root = Path(__file__).resolve().parents[1]
     rec = json.loads((root / "results" / f"{name}.json").read_text())
-    where = ("progress", "log_every", "out_dir", "results")
+    where = ("progress", "log_every", "out_dir", "results", *NEW_FIELDS)
     recorded = {k: v for k, v in rec["recipe"].items() if k not in where}
     expected = dataclasses.asdict(dataclasses.replace(preset("cpu-30min"), **EARLIER_CPU_RECIPE,
                                                       **changes))
@@ -496,7 +517,8 @@ UNITS = {"time_budget_s": "seconds", "max_steps": "updates", "warmup_steps": "up
          "checkpoint_every": "updates", "log_every": "updates", "eval_every": "epochs",
          "epochs": "passes over the training data", "batch_tokens": "positions",
          "train_pairs": "pairs", "eval_sentences": "sentences", "test_sentences": "sentences",
-         "average_last": "epoch snapshots", "vocab_size": "tokens"}
+         "average_last": "epoch snapshots", "keep_snapshots": "epoch snapshots",
+         "vocab_size": "tokens"}
 
 
 def test_every_flag_says_what_it_does_its_unit_and_what_0_means():
@@ -853,11 +875,12 @@ def test_tuning_records_are_what_cpu_tuning_sh_runs():
     records = sorted(p for p in (root / "results" / "tuning").glob("*.json")
                      if not p.name.endswith((".history.json", ".val-beam.json")))
     assert records and len(trials) >= 3
-    where = ("progress", "out_dir", "results")
+    where = ("progress", "out_dir", "results", *NEW_FIELDS)
     for path in records:
         name = path.name.removesuffix(".json")
         rec = json.loads(path.read_text())
         expected, _ = parse_args(["--preset", "cpu-30min", "--no-progress", *trials[name].split()])
+        expected = dataclasses.replace(expected, **BEFORE_2X2)     # the preset when they ran
         assert {k: v for k, v in rec["recipe"].items() if k not in where} == {
             k: v for k, v in dataclasses.asdict(expected).items() if k not in where}, name
         assert rec["training_seconds"] <= 1800 and not rec["git_commit"].endswith("-dirty")

@@ -417,10 +417,11 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
         return
     epoch = step // s.steps_per_epoch - 1
     with s.clock.paused():
-        if s.is_main and r.average_last > 1:  # a model-only snapshot for averaging; keep the last N
+        keep = max(r.average_last if r.average_last > 1 else 0, r.keep_snapshots)
+        if s.is_main and keep:     # a model-only snapshot, to average or to study; keep the last N
             check_weights(s.model, s.step)
             save_checkpoint(s.out_dir / "snapshots" / f"epoch_{epoch:04d}.pt", s.model)
-            for old in sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[:-r.average_last]:
+            for old in sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[:-keep]:
                 old.unlink()
         if s.is_main and r.eval_every and (epoch + 1) % r.eval_every == 0 and step < limit_steps:
             s.evals.append(evaluate(s, epoch, r.eval_beam))
@@ -582,8 +583,8 @@ def choose_weights(s: RunResult) -> str:
     final = evaluate(s, s.step // s.steps_per_epoch, beam=False)
     final["weights"] = "last"
     s.evals.append(final)
-    snaps = (sorted((s.out_dir / "snapshots").glob("epoch_*.pt")) if s.recipe.average_last > 1
-             else [])
+    n = s.recipe.average_last                 # the last n snapshots (more may be kept to study)
+    snaps = sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[-n:] if n > 1 else []
     if len(snaps) < 2:
         return "last"
     last_state = {k: v.clone() for k, v in s.model.state_dict().items()}
