@@ -75,7 +75,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     # book's repository at the commit that added this file (a commit, like every address here: a
     # branch moves on).
     DataFile("pretrained/multi30k-de-en-cpu.pt",
-             "834739170b30d1766c09fa247077ed4857e157d130605680f82f32581c667170",
+             "8960b48493da429631a5fa863151d9851d2b62e4abbc91678a389fe3fbb6d11f",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
              "c778523ec3a408b456e415713d20be654c2f35d4/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
