@@ -77,7 +77,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     DataFile("pretrained/multi30k-de-en-cpu.pt",
              "8960b48493da429631a5fa863151d9851d2b62e4abbc91678a389fe3fbb6d11f",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
-             "c778523ec3a408b456e415713d20be654c2f35d4/pretrained/multi30k-de-en-cpu.pt"),
+             "3f1039f8cc73470ece2970f6c4de54280e761028/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
              "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/"
