@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU measurements as two prepared commands that fit a lent machine's 15 minutes with their
-# start-ups (about 30 s each) and its 10 minutes per command; optional steps come third, only if
-# time is left. Run from the repository root:
+# The GPU measurements as two prepared commands that fit in 15 minutes of GPU time with their
+# start-ups (about 30 s each), each under 10 minutes; optional steps come third, only if time is
+# left. Run from the repository root:
 #
 #   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --call 1 [OUTDIR]   # < 560 s
 #   GIT_COMMIT=$(git rev-parse HEAD) bash benchmarks/gpu_runbook.sh --call 2 [OUTDIR]   # < 330 s

@@ -137,6 +137,37 @@ def test_reference_translates_as_ours_with_the_books_translator():
 
 
 @needs_data
+def test_translate_without_the_cache_gives_what_the_cache_gives():
+    """translate(use_cache=False) re-reads the prefix at every step instead of caching keys and
+    values: in float32 the same translations, greedy and beam 4."""
+    from transformer_lib.train import translate
+    ours, tok, _ = data.load_translator()
+    german = [de for de, _ in data.load_multi30k("val")[:24]]
+    for beam in (1, 4):
+        cached, recomputed = (translate(ours, tok, german, beam_size=beam, alpha=1.2,
+                                        use_cache=cache) for cache in (True, False))
+        assert cached == recomputed and len(set(cached)) > 20
+
+
+@needs_data
+def test_beam_diagnosis_writes_one_row_per_path(tmp_path):
+    """Ours with and without the cache and nn.Transformer, each in float32 and bfloat16: six rows,
+    each with greedy and beam BLEU, the gain, and agreement with ours in float32 with the cache
+    (which agrees with itself on every sentence)."""
+    from beam_diagnosis import main as diagnose
+    rec = diagnose(["--sentences", "3", "--alphas", "1.2", "--json", str(tmp_path / "d.json")])
+    paths = [(r["model"], r["precision"], r["kv_cache"]) for r in rec["rows"]]
+    assert paths == [("ours", p, c) for p in ("float32", "bfloat16") for c in (True, False)] + [
+        ("nn.Transformer", p, False) for p in ("float32", "bfloat16")]
+    first = rec["rows"][0]
+    assert first["beam_alpha_1.2"]["same_as_ours_float32"] == 3 == first["greedy"][
+        "same_as_ours_float32"]
+    assert first["gain_alpha_1.2"] == pytest.approx(first["beam_alpha_1.2"]["bleu"]
+                                                   - first["greedy"]["bleu"])
+    assert json.loads((tmp_path / "d.json").read_text())["rows"][1]["model"] == "ours"
+
+
+@needs_data
 def test_train_throughput_smoke(tmp_path):
     rec, out = run_script("train_throughput.py", "--preset", "cpu-30min", "--tiny", "--device",
                           "cpu", out=tmp_path / "tt.json")

@@ -865,6 +865,35 @@ def test_the_runs_helpers_take_what_they_use(tmp_path):
     assert list(record)[:4] == ["task", "measured", "precision", "recipe"]
 
 
+def test_recipe_trials_records_are_what_recipe_trials_sh_runs():
+    """Each results/tuning-2x2/TRIAL.json (chapter 18 prints them) is the preset as it was then
+    (the script's THEN), watched (WATCH), with the flags the script gives TRIAL; trained for the
+    budget, from a clean commit or one whose note says why not; with its per-epoch evaluations and
+    its validation sweep beside it."""
+    root = Path(__file__).resolve().parents[1]
+    script = (root / "benchmarks" / "recipe_trials.sh").read_text()
+    trials = dict(re.findall(r'^  \[([\w.\-]+)\]="([^"]*)"', script, re.MULTILINE))
+    then, watch = (re.search(rf'^{name}="([^"]*)"', script, re.MULTILINE).group(1).split()
+                   for name in ("THEN", "WATCH"))
+    records = sorted(p for p in (root / "results" / "tuning-2x2").glob("*.json")
+                     if not p.name.endswith((".history.json", ".val-beam.json", ".averages.json")))
+    assert len(records) >= 3 and {p.stem for p in records} <= set(trials)
+    where = ("progress", "out_dir", "results", *NEW_FIELDS)
+    for path in records:
+        rec = json.loads(path.read_text())
+        expected, _ = parse_args(["--preset", "cpu-30min", "--no-progress", *then, *watch,
+                                  *trials[path.stem].split()])
+        assert {k: v for k, v in rec["recipe"].items() if k not in where} == {
+            k: v for k, v in dataclasses.asdict(expected).items() if k not in where}, path.stem
+        assert rec["training_seconds"] <= 1800 and rec["test_2016_flickr"]["sentences"] == 1000
+        assert not rec["git_commit"].endswith("-dirty") or rec["git_commit_note"]
+        evals = json.loads((path.parent / f"{path.stem}.history.json").read_text())["evals"]
+        per_epoch = [e for e in evals if "weights" not in e]
+        assert [e["epoch"] for e in per_epoch] == list(range(int(rec["epochs"])))
+        sweep = json.loads((path.parent / f"{path.stem}.val-beam.json").read_text())
+        assert sweep["split"] == "val" and sweep["sentences"] == 1014
+
+
 def test_tuning_records_are_what_cpu_tuning_sh_runs():
     """Each results/tuning/TRIAL.json (chapter 18 prints them) is the cpu-30min preset with the
     flags benchmarks/cpu_tuning.sh gives TRIAL, trained for the preset's budget from a clean commit,
