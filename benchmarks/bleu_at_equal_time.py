@@ -133,8 +133,8 @@ def main(argv=None) -> dict:
     args, r = parse_args(argv)
     with tempfile.TemporaryDirectory() as out_dir:      # the tokenizer file; nothing is kept
         r = dataclasses.replace(r, time_budget_s=args.budget_s,
-                                epochs=0, max_steps=0, average_last=1, checkpoint_every=10**9,
-                                eval_every=0,
+                                epochs=0, max_steps=0, average_last=1, keep_snapshots=0,
+                                checkpoint_every=10**9, eval_every=0,
                                 eval_sentences=args.val_sentences, progress=sys.stderr.isatty(),
                                 out_dir=out_dir)
         s = prepare(r)                      # tokenizer, batches, ours with the capstone's precision

@@ -275,7 +275,8 @@ def main(argv=None) -> dict:
     else:
         with tempfile.TemporaryDirectory() as out_dir:     # the tokenizer file; nothing is kept
             r = dataclasses.replace(r, time_budget_s=0.0, epochs=0, max_steps=args.updates,
-                                    compile=False, average_last=1, checkpoint_every=10**9,
+                                    compile=False, average_last=1, keep_snapshots=0,
+                                    checkpoint_every=10**9,
                                     eval_every=0, log_every=1, eval_sentences=args.val_sentences,
                                     progress=sys.stderr.isatty(), out_dir=out_dir)
             s = prepare(r)                        # tokenizer, batches, the recipe's precision

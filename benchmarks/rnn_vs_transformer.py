@@ -15,10 +15,11 @@ the capstone scores them.
 * The recipe: `--preset` (default cpu-30min) changed by any flag of `python -m
   transformer_lib.train`. The Transformer is that recipe's model. The GRU has d_embed = d_model,
   d_hidden = d_attn = 448 (`--rnn-hidden`, `--rnn-attn`), about the parameter count of the
-  Transformer of the earlier cpu-30min recipe, 3+3 layers with all three dropouts at 0.1, which
-  chapter 20's records ran (`--n-layers 3 --attn-dropout 0.1 --ffn-dropout 0.1`; 7,722,240
-  against 7,578,624 parameters at 8,000 tokens). Next to the current cpu-30min, 2+2 layers
-  (5,735,424), a GRU of about its size has `--rnn-hidden 344 --rnn-attn 344` (5,755,808). The
+  Transformer of the earlier cpu-30min recipe, 3+3 layers with all three dropouts at 0.1 and 8,000
+  tokens, which chapter 20's records ran (`--n-layers 3 --attn-dropout 0.1 --ffn-dropout 0.1
+  --vocab-size 8000`; 7,722,240 against 7,578,624 parameters). Next to the current cpu-30min, 2+2
+  layers and 4,000 tokens (4,711,424), a GRU of about its size has `--rnn-hidden 344 --rnn-attn
+  344` (4,731,808). The
   GRU's peak learning rate is the recipe's (`--rnn-peak-lr`) and its gradient norm is clipped to 1
   (Bahdanau et al.'s value).
 * Validation NLL is measured `--points` times during each run (training clock paused), so the
@@ -29,7 +30,7 @@ the capstone scores them.
   alone, for its learning-rate trials on validation.
 
   python benchmarks/rnn_vs_transformer.py --n-layers 3 --attn-dropout 0.1 --ffn-dropout 0.1 \
-      --budget-s 300 --json results/rnn-vs-transformer-cpu-300s.json
+      --vocab-size 8000 --budget-s 300 --json results/rnn-vs-transformer-cpu-300s.json
   smoke test:  python benchmarks/rnn_vs_transformer.py --preset cpu-tiny --budget-s 2
   --train-pairs 500 --vocab-size 500 --val-sentences 10 --beam 2 --points 2
 

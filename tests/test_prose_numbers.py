@@ -376,13 +376,15 @@ QUOTES = [
     # ---------------------------------------------------------------- chapter 20
     Quote("notebooks/20_recurrent_baseline.ipynb",
           rf"--n-layers (?P<n>{NUM}) --attn-dropout (?P<ad>{NUM}) --ffn-dropout (?P<fd>{NUM}) \\ "
-          rf"--budget-s (?P<t1>{NUM}) --json results/rnn-vs-transformer-cpu-(?P<t2>{NUM})s\.json "
+          rf"--vocab-size (?P<v>{NUM}) --budget-s (?P<t1>{NUM}) --json "
+          rf"results/rnn-vs-transformer-cpu-(?P<t2>{NUM})s\.json "
           rf"``` The second trains each model for the `cpu-30min` recipe's whole training budget, "
           rf"(?P<t3>{NUM}) seconds, so the pair takes a little over an hour",
           {"t1": lambda: CPU.time_budget_s, "t2": lambda: RNN_30["budget_s"],
            "t3": lambda: CPU.time_budget_s, "n": lambda: RNN_30["recipe"]["n_layers"],
            "ad": lambda: RNN_30["recipe"]["attn_dropout"],
-           "fd": lambda: RNN_30["recipe"]["ffn_dropout"]},
+           "fd": lambda: RNN_30["recipe"]["ffn_dropout"],
+           "v": lambda: RNN_30["recipe"]["vocab_size"]},
           lambda: (3600 < 2 * CPU.time_budget_s + 600 < 4500
                    and RNN_30["recipe"] | EARLIER_RECIPE == RNN_30["recipe"]
                    and CPU.n_layers != EARLIER_RECIPE["n_layers"])),

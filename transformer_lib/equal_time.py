@@ -165,7 +165,8 @@ def compare(recipe: Recipe, budget_s: float, *, models=("gru", "transformer"), p
            "clip": float(rnn_clip)}
     with tempfile.TemporaryDirectory() as out_dir:        # the tokenizer file; nothing is kept
         r = dataclasses.replace(recipe, time_budget_s=budget_s, epochs=0, max_steps=0,
-                                average_last=1, checkpoint_every=10**9, eval_every=0,
+                                average_last=1, keep_snapshots=0, checkpoint_every=10**9,
+                                eval_every=0, eval_beam=False,
                                 eval_sentences=val_sentences, out_dir=out_dir)
         s = prepare(r)                        # tokenizer, batches, the recipe's precision
         runs = [run_one(s, kind, s.amp_dtype, rnn, points, beam) for kind in models]
