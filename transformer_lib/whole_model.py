@@ -109,8 +109,7 @@ class DecoderLayer(nn.Module):
 
 # %% ../notebooks/12b_whole_model.ipynb #wm000012
 class Transformer(nn.Module):
-    """Figure 1 (sections 3.1, 3.4, 3.5; chapter 11), one matrix E for the source and target
-    embeddings and the output layer. forward(src (B, L_s), tgt (B, L_t)) -> (B, L_t, vocab)."""
+    """Figure 1 (sections 3.1, 3.4, 3.5), one matrix E for embeddings and output layer."""
 
     def __init__(self, vocab, d_model=512, h=8, n_layers=6, d_ff=2048, dropout=0.1,
                  norm_first=False, max_len=512, pad_id=0):
@@ -137,8 +136,7 @@ class Transformer(nn.Module):
         return self.encoder_norm(x), src_mask                     # (B, L_s, d_model)
 
     def decode(self, tgt, memory, src_mask):                      # -> (B, L_t, d_model)
-        L_t = tgt.size(1)
-        tgt_mask = torch.ones(L_t, L_t, dtype=torch.bool, device=tgt.device).tril()  # j <= i
+        tgt_mask = torch.ones(tgt.size(1), tgt.size(1), device=tgt.device).bool().tril()  # j<=i
         y = self.embed_and_add_positions(tgt)
         for layer in self.decoder:
             y = layer(y, memory, src_mask, tgt_mask)
@@ -148,8 +146,7 @@ class Transformer(nn.Module):
         return y @ self.embed.weight.T                            # tied to E, no bias
 
     def forward(self, src, tgt):                                  # -> logits (B, L_t, vocab)
-        memory, src_mask = self.encode(src)
-        return self.output_layer(self.decode(tgt, memory, src_mask))
+        return self.output_layer(self.decode(tgt, *self.encode(src)))  # memory Z, src_mask
 
 # %% ../notebooks/12b_whole_model.ipynb #wm000014
 def label_smoothed_loss(logits, target, eps=0.1, pad_id=0):
