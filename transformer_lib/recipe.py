@@ -92,10 +92,10 @@ class Recipe:
 # executes. "cpu-30min" is its CPU recipe (its 100 epochs never bind within its time budget); its
 # run is results/multi30k-cpu-30min.json and its weights are pretrained/multi30k-de-en-cpu.pt. Its
 # two layers and its dropout on sub-layer outputs only (results/tuning/) and its 4,000-token
-# vocabulary (results/tuning-2x2/) were chosen on the validation split from thirty-minute runs; it
-# is watched (validation loss and greedy BLEU after every epoch, the training clock paused) and keeps
-# its epochs' weights for chapter 18's figures. The earlier 3+3 recipe with all three dropouts at
-# 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
+# vocabulary (results/tuning-2x2/) were chosen on the validation split from thirty-minute runs;
+# it is watched (validation loss and greedy BLEU after every epoch, the training clock paused)
+# and keeps its epochs' weights for chapter 18's figures. The earlier 3+3 recipe with all three
+# dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
 PRESETS: dict[str, dict] = {
     "gpu": dict(),
     "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2,

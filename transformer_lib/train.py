@@ -122,7 +122,7 @@ def build_model(recipe: Recipe, vocab_size: int) -> Transformer:
 @torch.no_grad()
 def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence[str], *,
               beam_size: int = 1,
-                            alpha: float = 0.6, batch_size: int = 200, device: torch.device | str = "cpu",
+              alpha: float = 0.6, batch_size: int = 200, device: torch.device | str = "cpu",
               amp_dtype: torch.dtype | None = None, use_cache: bool = True) -> list[str]:
     """Translate `sentences`, batched by length: greedy if `beam_size` is 1, else beam search;
     with the KV cache unless `use_cache` is False (then every step re-reads the prefix)."""
@@ -138,10 +138,10 @@ def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence
         max_len = min(src.shape[1] + 50, MAX_LEN - 1)
         with autocast(device, amp_dtype):
             if beam_size == 1:
-                                hyp = greedy_decode(model, src, max_len, tokenizer.bos_id, tokenizer.eos_id,
+                hyp = greedy_decode(model, src, max_len, tokenizer.bos_id, tokenizer.eos_id,
                                     use_cache=use_cache)
             else:
-                                hyp = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len=max_len,
+                hyp = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len=max_len,
                                   bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id,
                                   use_cache=use_cache)
         for i, text in zip(chunk, tokenizer.decode_batch(hyp.cpu())):
