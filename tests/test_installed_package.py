@@ -92,10 +92,12 @@ def test_records_dir_without_records_says_what_to_do(tmp_path, monkeypatch):
 
 # Chapter 18's cells that read records, and what each prints from them.
 RECORD_CELLS = {"9b981269": "test_2016_flickr (1000 sentences)",     # the 30-minute run
-                "94b6f30d": "float32 ",                               # its float32 twin
-                "d52ab39b": "loss: first record",                     # its training log
+                "d52ab39b": "rate held (",                            # its log, watched
                 "1c9d2e14": "measured when the file was made",        # the shipped file's scores
                 "72df7dd0": "validation split, ",                     # the length-penalty sweep
+                "e18a0002": "German subwords",                        # the test translations
+                "e18a0004": "test sentences: mean largest weight",    # its epoch snapshots
+                "e18a0006": "run (1,797 s of training each)",         # the trials
                 "e65f1c3e": "rows measured on",                       # the ablation table
                 "953dcd81": "dropout_0 ",                             # row (D)
                 "039076e8": "alternating rounds",                     # nn.Transformer, speed
