@@ -98,11 +98,12 @@ RECORD_CELLS = {"9b981269": "test_2016_flickr (1000 sentences)",     # the 30-mi
                 "e18a0002": "German subwords",                        # the test translations
                 "e18a0004": "test sentences: mean largest weight",    # its epoch snapshots
                 "e18a0006": "run (1,797 s of training each)",         # the trials
-                "e65f1c3e": "rows measured on",                       # the ablation table
-                "953dcd81": "dropout_0 ",                             # row (D)
+                "e18b0002": "seeds per row",                          # the ablation rows
+                "e18b0007": "sigma, one run's",                       # ... their scatter
+                "e18b0005": "past two standard errors",               # ... and the figure
                 "039076e8": "alternating rounds",                     # nn.Transformer, speed
                 "a5ad19ba": "s of training each",                     # ... and BLEU at equal time
-                "debdadef": "x the updates, BLEU"}
+                "debdadef": "ours minus nn.Transformer"}
 # The live training run (about a minute): nbval runs it; nothing later reads what it made.
 LIVE_CELLS = {"a60462ab"}
 

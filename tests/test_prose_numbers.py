@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from statistics import fmean
 from typing import Callable
 
 import pytest
@@ -56,11 +57,42 @@ BF16 = record("multi30k-cpu-30min-bf16.json")
 SHIPPED = record("multi30k-cpu-30min.shipped.json")
 THROUGHPUT = record("train-throughput-cpu.json")
 ABLATIONS = {p.stem: json.loads(p.read_text())      # base, base.seed1, ... (not earlier/)
-             for p in sorted((RESULTS / "ablations").glob("*.json"))}
+             for p in sorted((RESULTS / "ablations").glob("*.json"))}   # the earlier recipe: A7
+ROWS = {p.stem: json.loads(p.read_text())           # the rows of the recipe: chapter 18
+        for p in sorted((RESULTS / "ablations-2x2").glob("*.json"))}
 RNN_30 = record("rnn-vs-transformer-cpu-1797s.json")
 EQUAL_TIME = sorted((json.loads(p.read_text())
                      for p in RESULTS.glob("bleu-at-equal-time-cpu*.json")),
                     key=lambda r: r["budget_s"])
+
+
+def rows_of(rows: dict, row: str) -> list[float]:
+    "Validation greedy BLEU of each seed of an ablation row: ROW (seed 0), ROW.seed1, ..."
+    return [r["val"]["bleu_greedy"] for name, r in rows.items() if name.split(".")[0] == row]
+
+
+def pooled_sd(rows: dict) -> float:
+    "One run's standard deviation in BLEU pooled over the rows (n - 1 degrees of freedom each)."
+    by_row = [rows_of(rows, row) for row in {name.split(".")[0] for name in rows}]
+    ss = sum((b - sum(bs) / len(bs)) ** 2 for bs in by_row for b in bs)
+    return math.sqrt(ss / sum(len(bs) - 1 for bs in by_row))
+
+
+def equal_run(i: int, model: str) -> dict:
+    "One model's run in the i-th BLEU-at-equal-time record (sorted by budget)."
+    return next(x for x in EQUAL_TIME[i]["runs"] if x["model"] == model)
+
+
+def equal_gap(i: int, bleu: str) -> float:
+    "Ours minus nn.Transformer in the i-th equal-time record: 'greedy' or 'beam_4' BLEU."
+    ours, ref = equal_run(i, "transformer_lib"), equal_run(i, "nn.Transformer")
+    return ours["bleu"][bleu] - ref["bleu"][bleu]
+
+
+def ceiling_spread(i: int) -> float:
+    "How far apart the float32 ceilings measured before a record's two runs were (max/min - 1)."
+    c = [x["ceiling_before_flops_per_s"] for x in EQUAL_TIME[i]["runs"]]
+    return max(c) / min(c) - 1
 
 
 def threads(device: str) -> int:
@@ -112,15 +144,15 @@ def prose_pages() -> list[str]:
             + ["README.md"] + [p.relative_to(ROOT).as_posix() for p in notebooks])
 
 
-WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "ten": 10, "thirty": 30,
-         "half": 0.5, "two thirds": 2 / 3}
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "ten": 10, "thirty": 30,
+         "half": 0.5, "two thirds": 2 / 3, "ninth": 9}      # "a ninth": one of nine (epochs, ...)
 SCIENTIFIC = re.compile(r"^(?:(?P<m>[0-9.]+)\s*(?:\\cdot|·|×)\s*)?10\^\{?(?P<e>[-−]?\d+)\}?$")
 
 
 def agrees(quoted: str, value: float) -> bool:
     """Whether `value`, rounded as finely as `quoted` is written, is `quoted`: "1,797" and 1797.0,
     "0.87" and 0.8676, "2\\cdot10^{-3}" and 0.002, "10^{-3}" and 0.001, "thirty" and 30."""
-    q = quoted.strip()
+    q = quoted.strip().lower()
     if q in WORDS:
         target = WORDS[q]
         return abs(value - target) < 0.01 * max(abs(target), 1e-12) or round(value) == target
@@ -217,11 +249,11 @@ QUOTES = [
           rf"comparison of speed, and (?P<a>{NUM}) and (?P<b>{NUM}) seconds of training for the "
           rf"comparisons of BLEU at equal time\.",
           {"s": lambda: THROUGHPUT["args"]["steps"],
-           "e": lambda: max(r["epochs"] for r in ABLATIONS.values()),
-           "t": lambda: max(threads(r["device"]) for r in ABLATIONS.values()),
+           "e": lambda: max(r["epochs"] for r in ROWS.values()),
+           "t": lambda: max(threads(r["device"]) for r in ROWS.values()),
            "a": lambda: EQUAL_TIME[0]["budget_s"], "b": lambda: EQUAL_TIME[-1]["budget_s"]},
-          lambda: ({r["epochs"] for r in ABLATIONS.values()} == {1.0} and len(EQUAL_TIME) == 2
-                   and {threads(r["device"]) for r in ABLATIONS.values()} == {1}
+          lambda: ({r["epochs"] for r in ROWS.values()} == {1.0} and len(EQUAL_TIME) == 2
+                   and {threads(r["device"]) for r in ROWS.values()} == {1}
                    and {r["steps"] for r in THROUGHPUT["results"]}
                    == {THROUGHPUT["args"]["steps"]})),
     Quote("notebooks/18_capstone.ipynb",
@@ -299,7 +331,7 @@ QUOTES = [
           rf"`torch.compile`\)",
           {"d": lambda: GPU.d_model, "b": lambda: GPU.batch_tokens},
           lambda: GPU.amp and GPU.compile),
-    Quote("notebooks/18_capstone.ipynb",
+    Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
           rf"trained for one epoch's worth of updates \((?P<s>{NUM}) updates of at most "
           rf"(?P<b>{NUM}) padded positions; the rows with larger batches make fewer, "
           rf"(?P<s2>{NUM}) with (?P<b2>{NUM}) positions, (?P<s4>{NUM}) with (?P<b4>{NUM}), and "
@@ -320,27 +352,54 @@ QUOTES = [
                    and {r["val"]["sentences"] for r in ABLATIONS.values()}
                    == {ABLATIONS["base"]["val"]["sentences"]}
                    and not any(r["recipe"]["amp"] for r in ABLATIONS.values()))),
-    Quote("notebooks/18_capstone.ipynb",       # every other row makes the base row's updates
-          r"Second, the regime: one epoch is about a ninth of the thirty-minute run,",
-          {}, lambda: (round(RUN["epochs"]) == 9 and all(
-              r["steps"] == ABLATIONS["base"]["steps"] for name, r in ABLATIONS.items()
-              if r["recipe"]["batch_tokens"] == ABLATIONS["base"]["recipe"]["batch_tokens"]))),
     Quote("notebooks/18_capstone.ipynb",
-          rf"while both models are still climbing fast \(ours from (?P<a>{NUM}) to (?P<b>{NUM}) "
-          rf"between the two budgets\)",
-          {"a": lambda: EQUAL_TIME[0]["runs"][0]["bleu"]["greedy"],
-           "b": lambda: EQUAL_TIME[-1]["runs"][0]["bleu"]["greedy"]},
-          lambda: ([r["budget_s"] for r in EQUAL_TIME] == [300, 600]
-                   and all(r["runs"][0]["model"] == "transformer_lib" for r in EQUAL_TIME))),
+          rf"trained for one epoch's worth of updates \((?P<s>{NUM}) updates of at most "
+          rf"(?P<b>{NUM}) padded positions;.{{0,200}}scored on all (?P<n>{NUM}) validation "
+          rf"sentences, greedy\. Two rows change how many batches an epoch holds and make that "
+          rf"many updates: the (?P<v>{NUM})-token vocabulary (?P<sv>{NUM}), batches of "
+          rf"(?P<b2>{NUM}) positions (?P<s2>{NUM})\. The rows train in float32 on (?P<t>one) "
+          rf"thread each, two at a time\. One epoch is about a (?P<f>ninth) of the "
+          rf"(?P<m>thirty)-minute run",
+          {"s": lambda: ROWS["base"]["steps"], "b": lambda: ROWS["base"]["recipe"]["batch_tokens"],
+           "n": lambda: ROWS["base"]["val"]["sentences"],
+           "v": lambda: ROWS["vocab_8000"]["recipe"]["vocab_size"],
+           "sv": lambda: ROWS["vocab_8000"]["steps"],
+           "b2": lambda: ROWS["batch_2048"]["recipe"]["batch_tokens"],
+           "s2": lambda: ROWS["batch_2048"]["steps"],
+           "t": lambda: max(threads(r["device"]) for r in ROWS.values()),
+           "f": lambda: RUN["epochs"], "m": lambda: minutes(RUN["training_seconds"])},
+          lambda: ({r["epochs"] for r in ROWS.values()} == {1.0}
+                   and {r["val"]["sentences"] for r in ROWS.values()} == {1014}
+                   and not any(r["recipe"]["amp"] for r in ROWS.values())
+                   and len(ROWS) == 20 and all(       # every other row makes the base row's updates
+                       r["steps"] == ROWS["base"]["steps"] for name, r in ROWS.items()
+                       if r["recipe"]["batch_tokens"] == ROWS["base"]["recipe"]["batch_tokens"]
+                       and r["recipe"]["vocab_size"] == ROWS["base"]["recipe"]["vocab_size"]))),
     Quote("notebooks/18_capstone.ipynb",
-          r"At both budgets the bfloat16 recipe gets through about (?P<r>half) as many updates "
-          r"again and ends with the lower validation loss and the higher BLEU",
-          {"r": lambda: round(max(abs(ours["steps"] / ref["steps"] - 1)
-                                  for ours, ref in (rec["runs"] for rec in EQUAL_TIME)), 1)},
-          lambda: all(ours["model"] == "transformer_lib" and ours["val_loss"] < ref["val_loss"]
-                      and ours["bleu"]["greedy"] > ref["bleu"]["greedy"]
-                      and abs(ours["steps"] / ref["steps"] - 1.5) < 0.1
-                      for ours, ref in (rec["runs"] for rec in EQUAL_TIME))),
+          rf"one run's greedy BLEU scatters by \$\\sigma \\approx (?P<sd>{NUM})\$ points, so a row "
+          rf"must move about (?P<bar>{NUM}) points from the recipe to clear the bars\. (?P<k>Six) "
+          rf"rows do\.",
+          {"sd": lambda: pooled_sd(ROWS), "bar": lambda: 2 * pooled_sd(ROWS),
+           "k": lambda: sum(abs(fmean(rows_of(ROWS, row)) - fmean(rows_of(ROWS, "base")))
+                            > 2 * pooled_sd(ROWS) for row in {n.split(".")[0] for n in ROWS})},
+          lambda: all(len(rows_of(ROWS, row)) == 2 for row in ("base", "post_ln"))),
+    Quote("notebooks/18_capstone.ipynb",
+          rf"At (?P<b1>{NUM}) s, `nn.Transformer` first, the two made the same number of updates "
+          rf"\((?P<n1>{NUM}) and (?P<n2>{NUM})\) and ours ended ahead, by (?P<g1>{NUM}) greedy and "
+          rf"(?P<m1>{NUM}) beam BLEU; at (?P<b2>{NUM}) s, ours first, `nn.Transformer` made "
+          rf"(?P<p>{NUM})% more updates and ended ahead, by (?P<g2>{NUM}) and (?P<m2>{NUM})\. The "
+          rf"machine itself moved between runs: its float32 ceiling, measured just before each, "
+          rf"differed by (?P<c1>{NUM})% and (?P<c2>{NUM})%\.",
+          {"b1": lambda: EQUAL_TIME[0]["budget_s"], "b2": lambda: EQUAL_TIME[-1]["budget_s"],
+           "n1": lambda: equal_run(0, "nn.Transformer")["steps"],
+           "n2": lambda: equal_run(0, "transformer_lib")["steps"],
+           "g1": lambda: equal_gap(0, "greedy"), "m1": lambda: equal_gap(0, "beam_4"),
+           "g2": lambda: -equal_gap(-1, "greedy"), "m2": lambda: -equal_gap(-1, "beam_4"),
+           "p": lambda: 100 * (equal_run(-1, "nn.Transformer")["steps"]
+                               / equal_run(-1, "transformer_lib")["steps"] - 1),
+           "c1": lambda: 100 * ceiling_spread(0), "c2": lambda: 100 * ceiling_spread(-1)},
+          lambda: ([r["order"][0] for r in EQUAL_TIME] == ["nn.Transformer", "transformer_lib"]
+                   and all(x["precision"] == "float32" for r in EQUAL_TIME for x in r["runs"]))),
     # ---------------------------------------------------------------- appendix A2
     Quote("notebooks/A2_data.ipynb",
           rf"about (?P<mb>{NUM}) MB for (?P<p>{NUM}) million parameters",
@@ -409,15 +468,16 @@ QUOTES = [
           r"chapter 18 prints the (?P<m>thirty)-minute\s+training run that produced the "
           r"translator, watched epoch by epoch,.{0,300}appendix A7 the runs\s+of an earlier, "
           r"(?P<n>three)-layer "
-          r"version of the recipe \(a pair in bfloat16 and in float32 on another\s+CPU, and one "
-          r"on the same CPU\)",
+          r"version of the recipe \(a pair in bfloat16 and in float32 on another\s+CPU, one on the "
+          r"same CPU, and its one-epoch ablation rows\)",
           {"m": lambda: minutes(RUN["training_seconds"]),
            "n": lambda: RUN_3X3["recipe"]["n_layers"]},
           lambda: (FP32["recipe"]["amp"] is False and FP32["precision"] == "float32"
                    and BF16["recipe"]["amp"] is True and BF16["date"] < RUN["date"]
                    and FP32["date"] < RUN["date"] and RUN_3X3["date"] < RUN["date"]
                    and all(r["recipe"] | EARLIER_RECIPE == r["recipe"]
-                           for r in (FP32, BF16, RUN_3X3)))),
+                           for r in (FP32, BF16, RUN_3X3))
+                   and ABLATIONS["base"]["recipe"]["n_layers"] == RUN_3X3["recipe"]["n_layers"])),
     # ---------------------------------------------------------------- README.md
     Quote("README.md",
           rf"`--preset cpu-30min` \(CPU, (?P<m>{NUM}) min: (?P<beam>{NUM}) BLEU with beam "
