@@ -3,37 +3,46 @@
 # fair to both sides. Every run is benchmarks/rnn_vs_transformer.py on the preset as it is (the
 # same tokenizer, batches, loss, schedule and decoding for both models), 1,797 s of training per
 # model, alone on the machine (one run at a time: two would share the cores), on validation only.
-# Neither model clips its gradients (--rnn-clip 0), as the recipe trains the Transformer.
+# Neither model clips its gradients (--rnn-clip 0), as the recipe trains the Transformer. Each run
+# trains one model, so a trial of the GRU at seed 0 is also the GRU's half of the seed-0 pair.
 #   bash benchmarks/rematch.sh trials          the GRU alone at d_h = d_a = 344 (the Transformer's
 #                                              size) and 448, three peak learning rates each
 #                                              -> results/rematch/gru-WIDTH-lrLR.json
-#   bash benchmarks/rematch.sh final W LR      the chosen GRU (best validation greedy BLEU of the
-#                                              trials) and the Transformer, one after the other,
-#                                              seeds 0 and 1 -> results/rematch/final-seedS.json
-#   bash benchmarks/rematch.sh TRIAL...        single trials by name, e.g. gru-344-lr2e-3
+#   bash benchmarks/rematch.sh final W LR      the second seed of the pair: the chosen GRU (best
+#                                              validation greedy BLEU of the trials) and the
+#                                              Transformer at seed 1 (seed 0: the trial and
+#                                              transformer-seed0)
+#   bash benchmarks/rematch.sh RUN...          single runs by name: gru-344-lr2e-3 (seed 0),
+#                                              gru-344-lr2e-3-seed1, transformer-seed0
+#   bash benchmarks/rematch.sh flops           FLOPs of an update of each model (no training)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUDGET="--budget-s 1797 --rnn-clip 0 --no-progress"
 WIDTHS=(344 448)
 LRS=(1e-3 2e-3 3e-3)
 mkdir -p results/rematch
-trial() {  # gru-WIDTH-lrLR
-  local name=$1 width lr
-  [[ $name =~ ^gru-([0-9]+)-lr([0-9.e-]+)$ ]] || { echo "bad trial name $name" >&2; exit 2; }
-  width=${BASH_REMATCH[1]} lr=${BASH_REMATCH[2]}
+one() {  # gru-WIDTH-lrLR[-seedS] | transformer-seedS
+  local name=$1
   # shellcheck disable=SC2086
-  python benchmarks/rnn_vs_transformer.py --models gru --rnn-hidden "$width" --rnn-attn "$width" \
-    --rnn-peak-lr "$lr" $BUDGET --json "results/rematch/$name.json"
+  if [[ $name =~ ^gru-([0-9]+)-lr([0-9.e-]+[0-9])(-seed([0-9]+))?$ ]]; then
+    python benchmarks/rnn_vs_transformer.py --models gru --rnn-hidden "${BASH_REMATCH[1]}" \
+      --rnn-attn "${BASH_REMATCH[1]}" --rnn-peak-lr "${BASH_REMATCH[2]}" \
+      --seed "${BASH_REMATCH[4]:-0}" $BUDGET --json "results/rematch/$name.json"
+  elif [[ $name =~ ^transformer-seed([0-9]+)$ ]]; then
+    python benchmarks/rnn_vs_transformer.py --models transformer --seed "${BASH_REMATCH[1]}" \
+      $BUDGET --json "results/rematch/$name.json"
+  else
+    echo "bad run name $name" >&2; exit 2
+  fi
 }
-case ${1:?"trials | final WIDTH LR | TRIAL..."} in
+case ${1:?"trials | final WIDTH LR | flops | RUN..."} in
   trials)
-    for w in "${WIDTHS[@]}"; do for lr in "${LRS[@]}"; do trial "gru-$w-lr$lr"; done; done ;;
+    for w in "${WIDTHS[@]}"; do for lr in "${LRS[@]}"; do one "gru-$w-lr$lr"; done; done ;;
   final)
     w=${2:?final needs WIDTH LR} lr=${3:?final needs WIDTH LR}
-    for seed in 0 1; do
-      # shellcheck disable=SC2086
-      python benchmarks/rnn_vs_transformer.py --rnn-hidden "$w" --rnn-attn "$w" --rnn-peak-lr \
-        "$lr" --seed "$seed" $BUDGET --json "results/rematch/final-seed$seed.json"
-    done ;;
-  *) for name in "$@"; do trial "$name"; done ;;
+    one "gru-$w-lr$lr-seed1"; one transformer-seed1 ;;
+  flops)
+    python benchmarks/update_flops.py --rnn-hidden "${WIDTHS[@]}" \
+      --json results/rematch/update-flops.json ;;
+  *) for name in "$@"; do one "$name"; done ;;
 esac

@@ -328,6 +328,14 @@ def test_rnn_vs_transformer_smoke(tmp_path):
         assert run["curve"][-1]["val_nll"] == run["val_nll"] > 0 and len(run["curve"]) <= 2
         assert set(run["seconds_per_update"]) == {"encoder", "decoder", "backward", "optimizer"}
         assert all(v > 0 for v in run["seconds_per_update"].values())
+        flops = run["matmul_flops"]
+        # backward multiplies twice per forward product (less where no input gradient is needed)
+        assert 2 < flops["per_update"] / flops["forward_per_update"] <= 3
+        assert 0 < flops["batches"] <= 20 and flops["per_target_token"] > 0
+    # both models counted on the same batches: the same target tokens
+    tokens = [x["matmul_flops"]["per_update"] * x["matmul_flops"]["batches"]
+              / x["matmul_flops"]["per_target_token"] for x in rec["runs"]]
+    assert tokens[0] == pytest.approx(tokens[1], rel=1e-9)
     assert "transformer" in out and "gru" in out
 
 
@@ -455,3 +463,23 @@ def test_snapshot_averages_scores_the_average_of_the_last_k_weights(tmp_path):
     assert json.loads((tmp_path / "avg.json").read_text())["rows"] == rec["rows"]
     with pytest.raises(SystemExit):
         averages(["--run-dir", str(tmp_path), "--last", "4"])
+
+
+@needs_data
+def test_update_flops_counts_every_model_on_the_same_batches(tmp_path):
+    """benchmarks/update_flops.py: the Transformer and each GRU width, counted on the same
+    batches (the same target tokens); a wider GRU costs more; backward about twice forward."""
+    rec, out = run_script("update_flops.py", "--preset", "cpu-tiny", "--train-pairs", "300",
+                          "--vocab-size", "450", "--rnn-hidden", "16", "32", "--batches", "2",
+                          out=tmp_path / "flops.json")
+    models = rec["models"]
+    assert list(models) == ["transformer", "gru-16", "gru-32"]
+    tokens = {name: m["per_update"] * m["batches"] / m["per_target_token"]
+              for name, m in models.items()}
+    assert len({round(t, 6) for t in tokens.values()}) == 1 and all(
+        m["batches"] == 2 for m in models.values())
+    assert models["gru-32"]["per_update"] > models["gru-16"]["per_update"] > 0
+    assert models["gru-32"]["parameters"] > models["gru-16"]["parameters"]
+    for m in models.values():
+        assert 2 < m["per_update"] / m["forward_per_update"] <= 3
+    assert "GFLOP per update" in out and rec["git_commit"]

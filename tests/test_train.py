@@ -8,6 +8,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -314,6 +315,26 @@ def test_a_finished_run_without_its_record_writes_it_without_training(tmp_path, 
     assert again["test_2016_flickr"]["bleu_greedy"] == first["test_2016_flickr"]["bleu_greedy"]
 
 
+def run_hang_aware(cmd, env, timeout):
+    """`subprocess.run` for torchrun and its workers, in a session of their own: on a timeout every
+    process of the session prints its Python stacks (faulthandler, SIGABRT) and the test fails
+    showing them, and no worker is left running on the cores the rest of the suite needs."""
+    proc = subprocess.Popen(cmd, env={**env, "PYTHONFAULTHANDLER": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGABRT)
+        try:
+            out, _ = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        pytest.fail(f"{' '.join(cmd[3:8])} ... did not exit within {timeout} s; the stacks of its "
+                    f"processes:\n{out[-12000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
 @needs_data
 def test_two_process_ddp_gloo(tmp_path):
     """torchrun with 2 CPU processes: finite losses, identical weights on both, a checkpoint that
@@ -322,17 +343,15 @@ def test_two_process_ddp_gloo(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            "-m", "transformer_lib.train"]
-    proc = subprocess.run(cmd + tiny_flags(out), env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_hang_aware(cmd + tiny_flags(out), env, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:]
     rec = json.loads((out / "results.json").read_text())
     assert rec["processes"] == 2 and rec["steps"] == 6
     assert rec["max_weight_diff_across_processes"] == 0.0
     hist = json.loads((out / "history.json").read_text())["history"]
     assert len(hist) == 6 and all(math.isfinite(h["loss"]) for h in hist)
-    proc = subprocess.run(cmd + tiny_flags(out, max_steps=9) + ["--resume"], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_hang_aware(cmd + tiny_flags(out, max_steps=9) + ["--resume"], env, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-3000:]
     rec = json.loads((out / "results.json").read_text())
     assert rec["steps"] == 9 and rec["max_weight_diff_across_processes"] == 0.0
     hist = json.loads((out / "history.json").read_text())["history"]
@@ -918,3 +937,28 @@ def test_tuning_records_are_what_cpu_tuning_sh_runs():
         sweep = json.loads((path.parent / f"{name}.val-beam.json").read_text())
         assert sweep["split"] == "val" and sweep["sentences"] == 1014
         assert {(r["beam_size"], r["alpha"]) for r in sweep["rows"]} >= {(1, 0.0), (4, 1.2)}
+
+
+def test_shutdown_distributed_cannot_hang_the_process(monkeypatch, capsys):
+    """The process group is destroyed on the way out, but a destroy that never returns (a known
+    rare gloo/torch hang) costs at most `timeout_s` and a warning, not a run that never exits."""
+    import threading
+
+    from transformer_lib import engineering
+    calls, release = [], threading.Event()
+    monkeypatch.setattr(engineering.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(engineering.dist, "destroy_process_group",
+                        lambda: calls.append("destroy") or release.wait(30))
+    engineering.shutdown_distributed(timeout_s=0.2)
+    release.set()
+    assert calls == ["destroy"]
+    err = capsys.readouterr().err
+    assert "warning" in err and "destroy_process_group" in err and "0.2 s" in err
+    # a destroy that returns: no warning
+    monkeypatch.setattr(engineering.dist, "destroy_process_group", lambda: calls.append("ok"))
+    engineering.shutdown_distributed(timeout_s=5)
+    assert calls[-1] == "ok" and capsys.readouterr().err == ""
+    # nothing to destroy: nothing called
+    monkeypatch.setattr(engineering.dist, "is_initialized", lambda: False)
+    engineering.shutdown_distributed(timeout_s=5)
+    assert calls == ["destroy", "ok"]

@@ -17,6 +17,7 @@ import os
 import queue
 import re
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -30,9 +31,9 @@ from .benchmarking import cpu_has_native_bf16, device_name, synchronize
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'TrainingClock', 'pick_device', 'amp_settings', 'autocast_dtype', 'autocast', 'to_device', 'background',
            'prefetch', 'world_size', 'sum_across_processes', 'dist_env', 'device_for', 'init_distributed', 'barrier',
-           'max_weight_diff', 'LogWindow', 'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error',
-           'git_commit', 'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags',
-           'read_config_file']
+           'shutdown_distributed', 'max_weight_diff', 'LogWindow', 'check_train_limits', 'Progress',
+           'nonfinite_weights', 'undo_on_error', 'git_commit', 'provenance', 'write_json', 'field_comments',
+           'add_dataclass_flags', 'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 class TrainingClock:
@@ -220,6 +221,21 @@ def barrier(world_size: int) -> None:
     "Wait for every process (nothing on one process)."
     if world_size > 1:
         dist.barrier()
+
+
+def shutdown_distributed(timeout_s: float = 60.0) -> None:
+    """Destroy the process group, if there is one, waiting at most `timeout_s` seconds. A destroy
+    that never returns (a rare hang of torch's teardown, pytorch/pytorch#75097) would keep a
+    finished run from exiting; it is left behind with a warning instead."""
+    if not dist.is_initialized():
+        return
+    worker = threading.Thread(target=dist.destroy_process_group, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        print(f"warning: torch.distributed.destroy_process_group did not return within "
+              f"{timeout_s:g} s; exiting without it",
+              file=sys.stderr, flush=True)
 
 
 def max_weight_diff(model: torch.nn.Module, world_size: int) -> float:

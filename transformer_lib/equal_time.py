@@ -25,7 +25,7 @@ from transformer_lib.train import (
     validation_loss,
 )
 
-from .benchmarking import synchronize
+from .benchmarking import count_flops, synchronize
 from .engineering import TrainingClock, autocast, prefetch, provenance
 from .multi_head_attention import count_parameters
 from .optimization import LabelSmoothingLoss
@@ -41,7 +41,8 @@ RNN_SIZES = {"d_hidden": 448, "d_attn": 448}
 RNN_CLIP = 1.0                     # gradient-norm clipping of the GRU (Bahdanau et al.: 1)
 
 # %% auto #0
-__all__ = ['RNN_SIZES', 'RNN_CLIP', 'rnn_config', 'install', 'val_nll', 'train_for_budget', 'phase_seconds', 'run_one', 'compare']
+__all__ = ['RNN_SIZES', 'RNN_CLIP', 'rnn_config', 'install', 'val_nll', 'train_for_budget', 'phase_seconds', 'update_flops',
+           'run_one', 'compare']
 
 # %% ../notebooks/A6_equal_time.ipynb #b61b33d0
 def rnn_config(recipe: Recipe, vocab_size: int, **sizes) -> RecurrentConfig:
@@ -130,9 +131,38 @@ def phase_seconds(s: RunResult, batches: int = 10, clip: float | None = None) ->
         lap("optimizer", t0)
     return {k: v / batches for k, v in total.items()}
 
+# %% ../notebooks/A6_equal_time.ipynb #9dd3a78e
+def update_flops(s: RunResult, batches: int = 20) -> dict:
+    """Matrix-product FLOPs of one update of the run's model (forward with the loss, and backward;
+    not the optimiser's elementwise step), counted by torch.utils.flop_counter on the first
+    `batches` batches of epoch 0, the same batches for every model of a run: the mean per update,
+    its forward part, and per target token."""
+    model, totals = s.model.train(), {"all": 0, "forward": 0, "tokens": 0}
+    s.loader.set_epoch(0)
+
+    def update(batch, backward: bool) -> None:
+        mask = (batch.src != s.tokenizer.pad_id)[:, None, None, :]
+        with autocast(s.device, s.amp_dtype):
+            logits = model.decode(batch.tgt_in, model.encode(batch.src, mask), mask)
+        loss = s.loss_fn(logits.float(), batch.tgt_out)
+        if backward:
+            loss.backward()
+    for _, batch in zip(range(batches), s.loader):
+        batch = batch.to(s.device)
+        totals["all"] += count_flops(partial(update, batch, True))
+        totals["forward"] += count_flops(partial(update, batch, False))
+        totals["tokens"] += batch.n_tokens
+    s.optimizer.zero_grad(set_to_none=True)
+    n = min(batches, len(s.loader))
+    return {"per_update": totals["all"] / n, "forward_per_update": totals["forward"] / n,
+            "per_target_token": totals["all"] / totals["tokens"], "batches": n}
+
+
 # %% ../notebooks/A6_equal_time.ipynb #e12affcd
-def run_one(s: RunResult, kind: str, amp_dtype, rnn: dict, points: int, beam: int) -> dict:
-    """Train one model for the budget, then its validation NLL, BLEU (greedy, beam) and phases."""
+def run_one(s: RunResult, kind: str, amp_dtype, rnn: dict, points: int, beam: int,
+            flop_batches: int = 20) -> dict:
+    """Train one model for the budget, then its validation NLL, BLEU (greedy, beam), phases and
+    FLOPs per update."""
     install(s, kind, amp_dtype, rnn)
     clip = (rnn["clip"] if kind == "gru" else s.recipe.clip_grad_norm) or None
     curve = train_for_budget(s, points, clip)
@@ -149,16 +179,18 @@ def run_one(s: RunResult, kind: str, amp_dtype, rnn: dict, points: int, beam: in
             "decoding_sentences_per_s": {name: b["sentences_per_s"] for name, b in bleu.items()},
             "signature": bleu["greedy"]["signature"],
             "seconds_per_update": phase_seconds(s, clip=clip),
+            "matmul_flops": update_flops(s, flop_batches),
             "config": (dataclasses.asdict(s.model.config) if kind == "gru" else None)}
 
 # %% ../notebooks/A6_equal_time.ipynb #21602ec1
 def compare(recipe: Recipe, budget_s: float, *, models=("gru", "transformer"), points: int = 6,
             beam: int = 4, val_sentences: int = 0, rnn_peak_lr: float | None = None,
-                        rnn_sizes: dict | None = None, rnn_clip: float = RNN_CLIP) -> dict:
+            rnn_sizes: dict | None = None, rnn_clip: float = RNN_CLIP,
+            flop_batches: int = 20) -> dict:
     """Train each of `models` for `budget_s` seconds of training, one after the other, on one
     prepared run of `recipe` (one tokenizer, the same batches in the same order); the record.
     The GRU clips its gradient norm to `rnn_clip` (0 = no clipping); the Transformer to the
-    recipe's `clip_grad_norm`."""
+    recipe's `clip_grad_norm`. FLOPs per update are counted on the first `flop_batches` batches."""
     if rnn_clip < 0:
         raise ValueError(f"rnn_clip must be >= 0 (0 = no clipping), got {rnn_clip}")
     rnn = {"sizes": rnn_sizes or {}, "peak_lr": rnn_peak_lr or recipe.peak_lr,
@@ -169,7 +201,8 @@ def compare(recipe: Recipe, budget_s: float, *, models=("gru", "transformer"), p
                                 eval_every=0, eval_beam=False,
                                 eval_sentences=val_sentences, out_dir=out_dir)
         s = prepare(r)                        # tokenizer, batches, the recipe's precision
-        runs = [run_one(s, kind, s.amp_dtype, rnn, points, beam) for kind in models]
+        runs = [run_one(s, kind, s.amp_dtype, rnn, points, beam, flop_batches)
+                for kind in models]
     return {**provenance(s.device, 1, s.commit), "task": "Multi30k task 1, German→English, "
             "validation split", "recipe": dataclasses.asdict(r), "budget_s": budget_s,
             "val_sentences": len(s.val_pairs), "beam_size": beam if beam > 1 else None,

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 try:
@@ -48,6 +47,7 @@ from transformer_lib.engineering import (
     pick_device,
     prefetch,
     provenance,
+    shutdown_distributed,
     undo_on_error,
     write_json,
 )
@@ -651,8 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        shutdown_distributed()                 # bounded: a rare teardown hang cannot keep us here
     if "test_2016_flickr" in result.results:              # process 0 only
         r = result.results["test_2016_flickr"]
         print(f"test_2016_flickr BLEU: greedy {r['bleu_greedy']:.1f}, beam {r['bleu_beam']:.1f} "
