@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import rnn_vs_transformer  # noqa: E402
 
-CHAPTER = ROOT / "notebooks" / "20_recurrent_baseline.ipynb"
+# the earlier records' commands are printed in appendix A7, with the records
+CHAPTER = ROOT / "notebooks" / "A7_how_the_numbers_were_made.ipynb"
 # Fields of the recipe that `compare` sets itself (the budget among them) or that the run's
 # terminal decides; every other field of a record's recipe is the command's.
 SET_BY_COMPARE = {"time_budget_s", "epochs", "max_steps", "average_last", "keep_snapshots",
@@ -117,6 +118,7 @@ def test_the_grus_clipping_is_a_switch_and_reaches_its_training(monkeypatch):
     monkeypatch.setattr(equal_time, "train_for_budget",
                         lambda s, points, clip: clips.append(clip) or [{"val_nll": 1.0}])
     monkeypatch.setattr(equal_time, "phase_seconds", lambda s, clip: clips.append(clip) or {})
+    monkeypatch.setattr(equal_time, "update_flops", lambda s, batches: {})
     monkeypatch.setattr(equal_time, "timed_bleu", lambda *a, **k: {
         "bleu": 1.0, "sentences_per_s": 1.0, "signature": "sig"})
     monkeypatch.setattr(equal_time.dataclasses, "asdict", lambda c: {})
@@ -126,7 +128,37 @@ def test_the_grus_clipping_is_a_switch_and_reaches_its_training(monkeypatch):
         equal_time.run_one(s, kind, None, {"clip": rnn_clip, "sizes": {}, "peak_lr": 1e-3}, 1, 1)
         assert clips == [expected, expected], (rnn_clip, kind)
     monkeypatch.setattr(equal_time, "prepare", lambda r: s)
-    monkeypatch.setattr(equal_time, "run_one", lambda s, kind, amp, rnn, points, beam: {
+    monkeypatch.setattr(equal_time, "run_one", lambda s, kind, amp, rnn, points, beam, flops: {
         "model": kind, "clip": rnn["clip"]})
     rec = equal_time.compare(recipe, 1.0, models=("gru",), rnn_clip=0)
     assert rec["rnn"]["clip"] == 0.0 and rec["runs"] == [{"model": "gru", "clip": 0.0}]
+
+
+REMATCH = ROOT / "results" / "rematch"
+RUN_NAME = re.compile(r"gru-(\d+)-lr([\d.e-]+\d)(?:-seed(\d+))?|transformer-seed(\d+)")
+
+
+@pytest.mark.parametrize("path", sorted(p for p in REMATCH.glob("*.json")
+                                        if p.stem != "update-flops"), ids=lambda p: p.stem)
+def test_a_rematch_record_is_the_run_its_name_says(path):
+    """benchmarks/rematch.sh names each run: the record holds that model, width, peak learning
+    rate and seed, on the cpu-30min recipe as it is, 1,797 s, no clipping, all of validation."""
+    rec = json.loads(path.read_text())
+    (run,) = rec["runs"]
+    m = RUN_NAME.fullmatch(path.stem)
+    assert m, path.stem
+    ours = SET_BY_COMPARE | {"seed"}
+    cpu = dataclasses.asdict(preset("cpu-30min"))
+    assert {k: v for k, v in rec["recipe"].items() if k not in ours} == {
+        k: v for k, v in cpu.items() if k not in ours}
+    assert rec["budget_s"] == cpu["time_budget_s"] == 1797 and rec["val_sentences"] == 1014
+    assert rec["rnn"]["clip"] == 0.0 and not cpu["clip_grad_norm"]        # neither clips
+    assert run["precision"] == "float32" and run["training_seconds"] >= rec["budget_s"]
+    if m[1]:
+        width = int(m[1])
+        assert run["model"] == "gru" and rec["rnn"]["d_hidden"] == rec["rnn"]["d_attn"] == width
+        assert rec["rnn"]["peak_lr"] == float(m[2]) and rec["recipe"]["seed"] == int(m[3] or 0)
+        assert run["parameters"] == counts(preset("cpu-30min"), d_hidden=width, d_attn=width)[0]
+    else:
+        assert run["model"] == "transformer" and rec["recipe"]["seed"] == int(m[4])
+        assert run["parameters"] == counts(preset("cpu-30min"))[1]
