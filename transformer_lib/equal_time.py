@@ -31,7 +31,7 @@ from .multi_head_attention import count_parameters
 from .optimization import LabelSmoothingLoss
 from .recipe import Recipe
 from .recurrent import RecurrentConfig, RecurrentTranslator
-from .training import train
+from .training import seq2seq_forward, train
 
 # The recurrent model's sizes next to the Transformer of the earlier, 3+3-layer cpu-30min recipe
 # that chapter 20's records ran (d_model 256: 7,578,624 parameters at 8,000 tokens):
@@ -133,29 +133,26 @@ def phase_seconds(s: RunResult, batches: int = 10, clip: float | None = None) ->
 
 # %% ../notebooks/A6_equal_time.ipynb #9dd3a78e
 def update_flops(s: RunResult, batches: int = 20) -> dict:
-    """Matrix-product FLOPs of one update of the run's model (forward with the loss, and backward;
-    not the optimiser's elementwise step), counted by torch.utils.flop_counter on the first
-    `batches` batches of epoch 0, the same batches for every model of a run: the mean per update,
-    its forward part, and per target token."""
-    model, totals = s.model.train(), {"all": 0, "forward": 0, "tokens": 0}
-    s.loader.set_epoch(0)
+    """Matrix-product FLOPs of one update of the run's model (forward with the loss, as training
+    runs it, and backward; not the optimiser's elementwise step), counted by
+    torch.utils.flop_counter on the first `batches` batches of epoch 0, the same batches for every
+    model of a run: the mean per update, its forward part, and per target token."""
+    model, totals, out = s.model.train(), {"forward": 0, "backward": 0, "tokens": 0}, {}
 
-    def update(batch, backward: bool) -> None:
-        mask = (batch.src != s.tokenizer.pad_id)[:, None, None, :]
+    def forward(batch) -> None:
         with autocast(s.device, s.amp_dtype):
-            logits = model.decode(batch.tgt_in, model.encode(batch.src, mask), mask)
-        loss = s.loss_fn(logits.float(), batch.tgt_out)
-        if backward:
-            loss.backward()
+            logits, labels = seq2seq_forward(model, batch)        # (B, T, V), (B, T)
+        out["loss"] = s.loss_fn(logits.float(), labels)
+    s.loader.set_epoch(0)
     for _, batch in zip(range(batches), s.loader):
         batch = batch.to(s.device)
-        totals["all"] += count_flops(partial(update, batch, True))
-        totals["forward"] += count_flops(partial(update, batch, False))
+        totals["forward"] += count_flops(partial(forward, batch))
+        totals["backward"] += count_flops(out["loss"].backward)
         totals["tokens"] += batch.n_tokens
     s.optimizer.zero_grad(set_to_none=True)
-    n = min(batches, len(s.loader))
-    return {"per_update": totals["all"] / n, "forward_per_update": totals["forward"] / n,
-            "per_target_token": totals["all"] / totals["tokens"], "batches": n}
+    n, total = min(batches, len(s.loader)), totals["forward"] + totals["backward"]
+    return {"per_update": total / n, "forward_per_update": totals["forward"] / n,
+            "per_target_token": total / totals["tokens"], "batches": n}
 
 
 # %% ../notebooks/A6_equal_time.ipynb #e12affcd
