@@ -13,24 +13,32 @@
 #                                              Transformer at seed 1 (seed 0: the trial and
 #                                              transformer-seed0)
 #   bash benchmarks/rematch.sh RUN...          single runs by name: gru-344-lr2e-3 (seed 0),
-#                                              gru-344-lr2e-3-seed1, transformer-seed0
+#                                              gru-344-lr2e-3-seed1, transformer-seed0 (the
+#                                              recipe's peak), transformer-lr3e-3[-seed1]
+# Every run trains in float32 (--no-amp): a CPU with bfloat16 instructions would otherwise train
+# under autocast, and runs on two machines would differ in precision as well as speed. Records go
+# to results/rematch/, or to REMATCH_DIR (one folder per machine: runs on two machines are not
+# equal-time comparisons).
 #   bash benchmarks/rematch.sh flops           FLOPs of an update of each model (no training)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BUDGET="--budget-s 1797 --rnn-clip 0 --no-progress"
+BUDGET="--budget-s 1797 --rnn-clip 0 --no-progress --no-amp"
+OUT=${REMATCH_DIR:-results/rematch}
 WIDTHS=(344 448)
 LRS=(1e-3 2e-3 3e-3)
-mkdir -p results/rematch
+mkdir -p "$OUT"
 one() {  # gru-WIDTH-lrLR[-seedS] | transformer-seedS
-  local name=$1
+  local name=$1 lr
   # shellcheck disable=SC2086
   if [[ $name =~ ^gru-([0-9]+)-lr([0-9.e-]+[0-9])(-seed([0-9]+))?$ ]]; then
     python benchmarks/rnn_vs_transformer.py --models gru --rnn-hidden "${BASH_REMATCH[1]}" \
       --rnn-attn "${BASH_REMATCH[1]}" --rnn-peak-lr "${BASH_REMATCH[2]}" \
-      --seed "${BASH_REMATCH[4]:-0}" $BUDGET --json "results/rematch/$name.json"
-  elif [[ $name =~ ^transformer-seed([0-9]+)$ ]]; then
-    python benchmarks/rnn_vs_transformer.py --models transformer --seed "${BASH_REMATCH[1]}" \
-      $BUDGET --json "results/rematch/$name.json"
+      --seed "${BASH_REMATCH[4]:-0}" $BUDGET --json "$OUT/$name.json"
+  elif [[ $name =~ ^transformer(-lr([0-9.e-]+[0-9]))?(-seed([0-9]+))?$ && $name != transformer ]]; then
+    lr=()
+    [[ -n ${BASH_REMATCH[2]} ]] && lr=(--peak-lr "${BASH_REMATCH[2]}")
+    python benchmarks/rnn_vs_transformer.py --models transformer "${lr[@]}" \
+      --seed "${BASH_REMATCH[4]:-0}" $BUDGET --json "$OUT/$name.json"
   else
     echo "bad run name $name" >&2; exit 2
   fi
@@ -43,6 +51,6 @@ case ${1:?"trials | final WIDTH LR | flops | RUN..."} in
     one "gru-$w-lr$lr-seed1"; one transformer-seed1 ;;
   flops)
     python benchmarks/update_flops.py --rnn-hidden "${WIDTHS[@]}" \
-      --json results/rematch/update-flops.json ;;
+      --json "$OUT/update-flops.json" ;;
   *) for name in "$@"; do one "$name"; done ;;
 esac

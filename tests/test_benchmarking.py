@@ -6,6 +6,7 @@ import torch
 from transformer_lib.benchmarking import (
     Timings,
     count_flops,
+    cpu_model,
     device_name,
     format_table,
     matmul_flops_per_s,
@@ -113,6 +114,14 @@ def test_device_name_names_the_cpu_and_its_threads():
         assert device_name(torch.device("cpu")).endswith(", 2 threads)")
     finally:
         torch.set_num_threads(threads)
+
+
+def test_cpu_model_names_the_processor_and_the_kernel_set(monkeypatch):
+    name = cpu_model()
+    assert name.endswith(f"; kernels {torch.backends.cpu.get_cpu_capability()}")
+    assert not name.startswith(";")                       # a processor name comes first
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    assert cpu_model().endswith("; kernels DEFAULT")
 
 
 def test_format_table_aligns_columns():

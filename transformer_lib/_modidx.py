@@ -45,6 +45,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                             'transformer_lib/benchmarking.py'),
                                               'transformer_lib.benchmarking.cpu_has_native_bf16': ( 'a3_benchmarking.html#cpu_has_native_bf16',
                                                                                                     'transformer_lib/benchmarking.py'),
+                                              'transformer_lib.benchmarking.cpu_model': ( 'a3_benchmarking.html#cpu_model',
+                                                                                          'transformer_lib/benchmarking.py'),
                                               'transformer_lib.benchmarking.default_device': ( 'a3_benchmarking.html#default_device',
                                                                                                'transformer_lib/benchmarking.py'),
                                               'transformer_lib.benchmarking.device_name': ( 'a3_benchmarking.html#device_name',

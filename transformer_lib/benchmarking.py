@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 # %% auto #0
-__all__ = ['default_device', 'device_name', 'cpu_has_native_bf16', 'synchronize', 'Timings', 'time_interleaved',
+__all__ = ['default_device', 'device_name', 'cpu_model', 'cpu_has_native_bf16', 'synchronize', 'Timings', 'time_interleaved',
            'matmul_flops_per_s', 'count_flops', 'LiveTensorMemory', 'peak_memory', 'format_table']
 
 # %% ../notebooks/A3_benchmarking.ipynb #e5afe502
@@ -37,6 +37,20 @@ def device_name(device: torch.device | str) -> str:
     n = torch.get_num_threads()
     return (f"CPU ({platform.machine() or 'unknown architecture'}, {n} "
             f"thread{'' if n == 1 else 's'})")
+
+
+def cpu_model() -> str:
+    """The processor's name ('Intel(R) Xeon(R) Processor', 'AMD EPYC 7B13', ...) and the kernel set
+    PyTorch chose for it ('AVX512', 'AVX2', 'DEFAULT'; `ATEN_CPU_CAPABILITY` overrides it): two
+    machines of one architecture differ in both speed and rounding, so every record names them."""
+    name = platform.processor() or platform.machine() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), name)
+    except OSError:                       # not Linux
+        pass
+    return f"{name}; kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
 def cpu_has_native_bf16() -> bool:

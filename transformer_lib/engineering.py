@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.distributed as dist
 
-from .benchmarking import cpu_has_native_bf16, device_name, synchronize
+from .benchmarking import cpu_has_native_bf16, cpu_model, device_name, synchronize
 
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'TrainingClock', 'pick_device', 'amp_settings', 'autocast_dtype', 'autocast', 'to_device', 'background',
@@ -372,10 +372,10 @@ def git_commit(root: str | os.PathLike | None = None) -> str | None:
 
 
 def provenance(device: torch.device, processes: int, commit: str | None) -> dict:
-    """Where and when a result was measured: device, process count, library versions, commit and
-    date."""
-    return {"device": device_name(device), "processes": processes, "torch": torch.__version__,
-            "cuda": torch.version.cuda, "git_commit": commit,
+    """Where and when a result was measured: device, the CPU (model and kernel set: it drives the
+    data pipeline on a GPU too), process count, library versions, commit and date."""
+    return {"device": device_name(device), "cpu": cpu_model(), "processes": processes,
+            "torch": torch.__version__, "cuda": torch.version.cuda, "git_commit": commit,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
