@@ -210,6 +210,7 @@ def test_cpu_has_native_bf16_reads_the_cpu_flags(monkeypatch, tmp_path, flags, e
                         lambda path, *a, **k: real_open(info if path == "/proc/cpuinfo" else path,
                                                                                 *a, **k),
                         raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     assert benchmarking.cpu_has_native_bf16() is expected
 
 
