@@ -147,9 +147,10 @@ def test_the_report_says_what_prepare_did(monkeypatch, tmp_path, capsys, capabil
     report names the precision `prepare` chose and says "compiled" exactly when `prepare` handed
     the model to torch.compile."""
     mock_gpu(monkeypatch, capability)
-    real = capstone.amp_settings
+    real, reason = capstone.amp_settings, capstone.no_compile_reason
     monkeypatch.setattr(capstone, "amp_settings",                  # the run stays on the CPU
                         lambda device, cpu_bf16=False: real(CUDA, cpu_bf16))
+    monkeypatch.setattr(capstone, "no_compile_reason", lambda device: reason(CUDA))
     handed = []
     monkeypatch.setattr(torch, "compile", lambda model, **kwargs: handed.append(model) or model)
     s = capstone.prepare(recipe_from_dict({**TINY, "compile": compile_, "amp": True,

@@ -81,7 +81,7 @@ class Recipe:
     seed: int = 0                 # seed of the initial weights, dropout and batch order
     device: str = "auto"          # "auto" (a GPU where there is one), "cpu", "cuda", "cuda:1"
     amp: bool = True  # autocast: bf16 on 8.0+ GPUs, bf16 CPUs; float16 on older GPUs; else float32
-    compile: bool = True          # torch.compile the model (skipped on GPUs below 8.0)
+    compile: bool = True          # torch.compile the model (GPUs of compute capability 8.0+ only)
     out_dir: str = "runs/multi30k"  # directory of the run's checkpoint, tokenizer, weights and logs
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar

@@ -43,6 +43,7 @@ from transformer_lib.engineering import (
     git_commit,
     init_distributed,
     max_weight_diff,
+    no_compile_reason,
     nonfinite_weights,
     pick_device,
     prefetch,
@@ -96,10 +97,10 @@ from .multi_head_attention import count_parameters
 
 # %% auto #0
 __all__ = ['MAX_LEN', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_model', 'translate', 'validation_loss',
-           'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'make_optimizer', 'make_schedule',
-           'budget_progress', 'fit', 'after_step', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run',
-           'check_weights', 'diverged', 'named_remedies', 'finalize', 'choose_weights', 'results_record',
-           'report_files', 'main', 'live_preset', 'run_report']
+           'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'compile_choice', 'precision_words',
+           'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'save', 'evaluate', 'step_limit',
+           'stop_step', 'warn_if_long_run', 'check_weights', 'diverged', 'named_remedies', 'finalize', 'choose_weights',
+           'results_record', 'report_files', 'main', 'live_preset', 'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -250,6 +251,8 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
     if s.is_main:
         print(f"output directory: {s.out_dir.resolve()}"
               + (" (resuming its run)" if resume else ""), flush=True)
+        print(f"device: {device_name(device)}; precision: {precision_words(s.amp_dtype)}; "
+              f"{compile_choice(recipe, device)[1]}", flush=True)
     with undo_on_error(s.out_dir, [s.tok_path.name], enabled=s.is_main and ckpt is None):
         # a failed start
         init_distributed(device, world_size)
@@ -351,14 +354,24 @@ def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
     if s.world_size > 1:
         s.trained = nn.parallel.DistributedDataParallel(
             s.model, device_ids=[s.device.index] if s.device.type == "cuda" else None)
-    if r.compile and not amp_settings(s.device)[2]:    # e.g. a T4: Triton cannot compile there
-        if s.is_main:
-            print(f"not compiling: torch.compile is not used on {device_name(s.device)} (compute "
-                  "capability < 8.0)")
-    elif r.compile:
+    if compile_choice(r, s.device)[0]:               # never on a CPU, nor on a GPU below 8.0
         s.trained = torch.compile(s.trained, dynamic=False)
     # training seconds; paused for evaluation
     s.clock = TrainingClock(s.device, start_s=s.train_seconds)
+
+
+def compile_choice(recipe: Recipe, device: torch.device) -> tuple[bool, str]:
+    """Whether `prepare` compiles a run of `recipe` on `device` (the recipe asks for it and
+    `amp_settings` compiles there), and the words that say so or why not."""
+    why = no_compile_reason(device) if recipe.compile else "the recipe's compile is off"
+    return (False, f"not compiled ({why})") if why else (True, "compiled with torch.compile")
+
+
+def precision_words(amp_dtype: torch.dtype | str | None) -> str:
+    "The precision of a run that trains under `amp_dtype` autocast (None or 'float32': none)."
+    name = str(amp_dtype).removeprefix("torch.")
+    return {"float16": "float16 autocast, with a gradient scaler",   # as `train` pairs them
+            "bfloat16": "bfloat16 autocast"}.get(name, "float32 (no autocast)")
 
 # %% ../notebooks/18_capstone.ipynb #2552ba88
 def make_optimizer(recipe: Recipe, parameters) -> torch.optim.Optimizer:
@@ -682,14 +695,8 @@ def run_report(result: RunResult) -> str:
     if result.device.type == "cuda":
         where += " (compute capability {}.{})".format(
             *torch.cuda.get_device_capability(result.device))
-    if not result.recipe.compile:
-        compiled = "not compiled (the recipe's compile is off)"
-    elif not amp_settings(result.device)[2]:            # prepare's test: Triton cannot compile
-        compiled = "not compiled (compute capability below 8.0)"
-    else:
-        compiled = "compiled with torch.compile"
-    precision = {"float16": "float16 autocast, with a gradient scaler",   # as `train` pairs them
-                 "bfloat16": "bfloat16 autocast"}.get(rec["precision"], "float32 (no autocast)")
+    compiled = compile_choice(result.recipe, result.device)[1]          # as `prepare` chose
+    precision = precision_words(rec["precision"])
     t = rec["test_2016_flickr"]
     return (f"{where}\nprecision: {precision}; {compiled}\n"
             f"{rec['parameters']:,} parameters, {rec['steps']:,} updates ({rec['epochs']} "
