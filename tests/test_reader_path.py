@@ -1,9 +1,11 @@
-"""The reader's path through chapters 00-20: the math in cells a reader can hold, the engineering
-folded away, and the two longest chapters kept to a length a reader finishes.
+"""The reader's path through chapters 00-20: the math in cells a reader can hold, no long stretch of
+code without a sentence between, the engineering folded away, and the two longest chapters kept to
+a length a reader finishes.
 
 These are smoke detectors, not targets: a long unfolded cell or a chapter that grows past its
 length is a sign that plumbing or lab history moved back onto the reader's path.
 """
+import importlib.util
 import json
 from pathlib import Path
 
@@ -13,19 +15,57 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]*.ipynb"))
 FOLDED = {"hide-input", "hide-cell", "remove-input", "remove-cell"}
 MAX_UNFOLDED_LINES = 40
+MAX_CODE_RUN_LINES = 60
 MAX_WORDS = {"11_model.ipynb": 4500, "18_capstone.ipynb": 4500}
+# Chapters whose runs of code are over MAX_CODE_RUN_LINES today and are being reworked by their
+# authors (listed 2026-11-28). The mark is strict: once a chapter is fixed its test "passes
+# unexpectedly" and fails, and its entry here must go.
+KNOWN_LONG_CODE_RUNS = {
+    "05_multi_head_attention.ipynb": "2026-11-28: cells 70427190 e394db56 7f512adb, 61 lines",
+    "20_recurrent_baseline.ipynb": "2026-11-28: cells 20e00002 20e00008 20e00003, 100 lines",
+}
+
+_spec = importlib.util.spec_from_file_location(
+    "nbdev_directives", ROOT / "book" / "_ext" / "nbdev_directives.py")
+_nbdev_directives = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_nbdev_directives)
 
 
 def cells(path: Path) -> list[dict]:
     return json.loads(path.read_text())["cells"]
 
 
+def unfolded(cell: dict) -> bool:
+    """A code cell whose source the page shows (not collapsed, not removed)."""
+    return (cell["cell_type"] == "code"
+            and not FOLDED & set(cell.get("metadata", {}).get("tags", [])))
+
+
+def shown_lines(cell: dict) -> int:
+    """Lines of a code cell as the page shows them: without nbdev's leading `#| ...` lines, which
+    the book leaves out (book/_ext/nbdev_directives.py)."""
+    return len(_nbdev_directives.strip_directives("".join(cell["source"])).splitlines())
+
+
 def unfolded_long_cells(path: Path) -> list[tuple[str, int]]:
     """(id, lines) of each code cell longer than the limit that is shown on the page."""
-    return [(c.get("id"), len("".join(c["source"]).splitlines())) for c in cells(path)
-            if c["cell_type"] == "code"
-            and not FOLDED & set(c.get("metadata", {}).get("tags", []))
-            and len("".join(c["source"]).splitlines()) > MAX_UNFOLDED_LINES]
+    return [(c.get("id"), shown_lines(c)) for c in cells(path)
+            if unfolded(c) and shown_lines(c) > MAX_UNFOLDED_LINES]
+
+
+def long_code_runs(path: Path) -> list[tuple[list[str], int]]:
+    """(ids, lines) of each run of unfolded code cells with no markdown cell between them whose
+    shown lines add up to more than the limit. Folded cells neither add to a run nor end it: the
+    reader meets no sentence there."""
+    runs, ids, lines = [], [], 0
+    for c in cells(path) + [{"cell_type": "markdown"}]:
+        if c["cell_type"] == "markdown":
+            if lines > MAX_CODE_RUN_LINES:
+                runs.append((ids, lines))
+            ids, lines = [], 0
+        elif unfolded(c):
+            ids, lines = ids + [c.get("id")], lines + shown_lines(c)
+    return runs
 
 
 def prose_words(path: Path) -> int:
@@ -45,6 +85,21 @@ def test_no_long_code_cell_is_unfolded(path):
         "split the math, or fold the engineering (tag hide-input) with a sentence above it")
 
 
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(strict=True,
+                                                         reason=KNOWN_LONG_CODE_RUNS[p.name])]
+                 if p.name in KNOWN_LONG_CODE_RUNS else [])
+    for p in CHAPTERS])
+def test_no_long_run_of_code_without_prose(path):
+    assert not long_code_runs(path), (
+        f"{path.name}: runs of visible code (cell ids, lines) over {MAX_CODE_RUN_LINES} lines with "
+        "no text between; say in a sentence what the next cell does, or fold the plumbing")
+
+
+def test_the_known_long_runs_name_chapters():
+    assert set(KNOWN_LONG_CODE_RUNS) <= {p.name for p in CHAPTERS}
+
+
 @pytest.mark.parametrize("name", sorted(MAX_WORDS))
 def test_the_longest_chapters_stay_readable(name):
     words = prose_words(ROOT / "notebooks" / name)
@@ -58,3 +113,16 @@ def test_the_detectors_see_a_long_cell_and_a_folded_one(tmp_path):
     nb = tmp_path / "99_x.ipynb"
     nb.write_text(json.dumps({"cells": [long, folded, text]}))
     assert unfolded_long_cells(nb) == [("a", 41)] and prose_words(nb) == 2
+
+
+def test_the_run_detector_adds_shown_code_until_a_markdown_cell(tmp_path):
+    def code(id_, n, tags=(), head=""):
+        return {"cell_type": "code", "id": id_, "metadata": {"tags": list(tags)},
+                "source": [head] + ["x = 1\n"] * n}
+    text = {"cell_type": "markdown", "id": "m", "metadata": {}, "source": ["a sentence"]}
+    nb = tmp_path / "99_x.ipynb"
+    nb.write_text(json.dumps({"cells": [
+        code("a", 30), code("b", 50, tags=["hide-input"]), code("c", 31, head="#| export\n"),
+        text, code("d", 40), code("e", 20, head="#| export\n"),      # 60: at the limit
+        text, code("f", 61, tags=["remove-cell"]), code("g", 1)]}))
+    assert long_code_runs(nb) == [(["a", "c"], 61)]
