@@ -154,7 +154,7 @@ def test_the_capstone_compiles_only_where_amp_settings_says_so(gpu, monkeypatch,
     monkeypatch.setattr(capstone, "amp_settings",                  # the run stays on the CPU
                         lambda device, cpu_bf16=False: real(CUDA, cpu_bf16))
     monkeypatch.setattr(capstone, "no_compile_reason", lambda device: reason(CUDA))
-    monkeypatch.setattr(capstone, "device_name", lambda device: "Tesla T4")
+    monkeypatch.setattr(capstone, "device_label", lambda device: "Tesla T4")
     handed = []
     monkeypatch.setattr(torch, "compile", lambda model, **kwargs: handed.append(model) or model)
     s = capstone.prepare(recipe_from_dict({**TINY, "compile": True, "amp": True,

@@ -605,7 +605,7 @@ def test_float_fields_are_all_checked():
     ({"attn_dropout": -0.1}, r"attn_dropout must be in \[0, 1\)"),
     ({"seed": -1}, r"seed must be in \[0, 2\*\*31\)"),
     ({"out_dir": ""}, "out_dir must name a directory"),
-    ({"device": "cuda:x"}, "device must be 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+    ({"device": "cuda:x"}, "device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"),
     ({"time_budget_s": 10 ** 400}, "'time_budget_s' must be of type float"),
 ])
 def test_ranges_name_the_field(values, message):

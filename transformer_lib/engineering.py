@@ -29,18 +29,26 @@ import torch.distributed as dist
 from .benchmarking import cpu_has_native_bf16, cpu_model, device_name, synchronize
 
 # %% auto #0
-__all__ = ['FIELD_TYPES', 'TrainingClock', 'pick_device', 'amp_settings', 'no_compile_reason', 'autocast_dtype', 'autocast',
-           'to_device', 'background', 'prefetch', 'world_size', 'sum_across_processes', 'dist_env', 'device_for',
-           'init_distributed', 'barrier', 'shutdown_distributed', 'max_weight_diff', 'LogWindow', 'check_train_limits',
-           'Progress', 'nonfinite_weights', 'undo_on_error', 'git_commit', 'provenance', 'write_json', 'field_comments',
-           'add_dataclass_flags', 'given_flags', 'read_config_file']
+__all__ = ['FIELD_TYPES', 'wait_for', 'TrainingClock', 'pick_device', 'device_label', 'amp_settings', 'no_compile_reason',
+           'autocast_dtype', 'autocast', 'to_device', 'background', 'prefetch', 'world_size', 'sum_across_processes',
+           'dist_env', 'device_for', 'init_distributed', 'barrier', 'shutdown_distributed', 'max_weight_diff',
+           'LogWindow', 'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error', 'git_commit',
+           'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
+def wait_for(device: str | torch.device) -> None:
+    """Wait for `device`'s queued work (`synchronize`, appendix A3), a Mac's GPU (MPS) included."""
+    if torch.device(device).type == "mps":
+        torch.mps.synchronize()
+    else:
+        synchronize(device)
+
+
 class TrainingClock:
     """Seconds of training: `start_s` plus the time since creation, minus the time spent in
     `paused()`.
 
-    On CUDA, reading the clock waits for the queued GPU work first, so it counts work done. `timer`
+    On a GPU, reading the clock waits for the queued GPU work first, so it counts work done. `timer`
     is the time source (default `time.perf_counter`; a fake one makes tests and examples independent
     of the machine's speed); `last` is the latest reading, free to look at.
     """
@@ -54,7 +62,7 @@ class TrainingClock:
     def __call__(self) -> float:
         if self._frozen is not None:
             return self._frozen
-        synchronize(self.device)                            # GPU work is queued: wait for it
+        wait_for(self.device)                               # GPU work is queued: wait for it
         self.last = self.start_s + self.timer() - self._t0
         return self.last
 
@@ -78,16 +86,28 @@ class TrainingClock:
 
 # %% ../notebooks/A4_engineering.ipynb #bf729ddd
 def pick_device(device: str | torch.device | None = None) -> torch.device:
-    """The device to train on: `device` if given (error if it is CUDA and there is none), else CUDA
-    if available, else CPU."""
+    """The device to train on: `device` if given (error if it is a GPU that is not there), else
+    CUDA if available, else a Mac's GPU (MPS) if available, else the CPU."""
     if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if torch.backends.mps.is_available() else "cpu")
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"device={str(device)!r} was requested, but CUDA is not available on "
                            "this machine (torch.cuda.is_available() is False); use device='cpu' or "
                            "leave device unset")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"device={str(device)!r} was requested, but MPS (a Mac's GPU) is not "
+                           "available on this machine (torch.backends.mps.is_available() is "
+                           "False); use device='cpu' or leave device unset")
     return device
+
+
+def device_label(device: str | torch.device) -> str:
+    """`device_name` (appendix A3: the GPU's name, or the CPU's threads), and 'Apple GPU (MPS)'
+    for a Mac's GPU."""
+    return "Apple GPU (MPS)" if torch.device(device).type == "mps" else device_name(device)
 
 
 def amp_settings(device: str | torch.device,
@@ -101,9 +121,19 @@ def amp_settings(device: str | torch.device,
     `torch.amp.GradScaler` (float16's narrow range underflows small gradients), not compiled. The
     CPU: float32 (None), no scaler, not compiled (`no_compile_reason` says why); with
     `cpu_bf16=True` (the capstone's `amp`) bfloat16 where the CPU has bfloat16 instructions
-    (`cpu_has_native_bf16`, appendix A3).
+    (`cpu_has_native_bf16`, appendix A3). A Mac's GPU (MPS): float32, no scaler, not compiled.
     """
     device = torch.device(device)
+    if device.type == "mps":
+        # What PyTorch's MPS backend offers (pytorch/pytorch on GitHub): bfloat16 needs macOS 14
+        # (PR 119641, PyTorch 2.3); autocast came in 2.5 for float16 (PR 99272) and in 2.6 for
+        # bfloat16 (PR 139390); a GradScaler, which float16 needs, only in PR 150255 (2025), and
+        # its unscaling of float16 gradients was fixed in PR 184286 (2026). Users who measured
+        # bfloat16 autocast on an M4 Max saw less memory but no speed-up (~17% slower per step,
+        # karpathy/nanochat issue 685 and PR 244). torch.compile reached Apple GPUs ("MPSInductor")
+        # in 2.8 (pytorch issue 157957); before that Inductor refused MPS (pytorch issue 125254).
+        # So: float32, no scaler, eager, on every macOS and PyTorch version.
+        return None, False, False
     if device.type != "cuda":
         return (torch.bfloat16 if cpu_bf16 and cpu_has_native_bf16() else None), False, False
     if torch.cuda.get_device_capability(device) >= (8, 0):
@@ -118,6 +148,8 @@ def no_compile_reason(device: str | torch.device) -> str | None:
         return None
     if device.type == "cuda":
         return "compute capability below 8.0"
+    if device.type == "mps":
+        return "torch.compile for Apple GPUs is new, and unmeasured on this model"
     # Measured on two CPU cores: the compiled training step ran at 0.95-1.04x the eager one, and
     # compiling the capstone's batch shapes took 11 minutes.
     return "torch.compile does not pay on a CPU"
@@ -388,7 +420,7 @@ def git_commit(root: str | os.PathLike | None = None) -> str | None:
 def provenance(device: torch.device, processes: int, commit: str | None) -> dict:
     """Where and when a result was measured: device, the CPU (model and kernel set: it drives the
     data pipeline on a GPU too), process count, library versions, commit and date."""
-    return {"device": device_name(device), "cpu": cpu_model(), "processes": processes,
+    return {"device": device_label(device), "cpu": cpu_model(), "processes": processes,
             "torch": torch.__version__, "cuda": torch.version.cuda, "git_commit": commit,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 

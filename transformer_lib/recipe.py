@@ -79,7 +79,7 @@ class Recipe:
     length_penalty: float = 0.6   # alpha of the GNMT length penalty (0 = no length normalisation)
     # --- system ---
     seed: int = 0                 # seed of the initial weights, dropout and batch order
-    device: str = "auto"          # "auto" (a GPU where there is one), "cpu", "cuda", "cuda:1"
+    device: str = "auto"  # "auto" (CUDA, else MPS, else CPU), "cpu", "cuda", "cuda:1", "mps"
     amp: bool = True  # autocast: bf16 on 8.0+ GPUs, bf16 CPUs; float16 on older GPUs; else float32
     compile: bool = True          # torch.compile the model (GPUs of compute capability 8.0+ only)
     out_dir: str = "runs/multi30k"  # directory of the run's checkpoint, tokenizer, weights and logs
@@ -232,8 +232,13 @@ def validate_recipe(r: Recipe) -> None:
 
 
 def _check_device(device: str) -> None:
-    if device != "auto" and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
-        raise RecipeError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if device != "auto" and not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
+        raise RecipeError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got "
+                          f"{device!r}")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise RecipeError("device='mps' was requested, but MPS (a Mac's GPU) is not available on "
+                          "this machine (torch.backends.mps.is_available() is False); use --device "
+                          "cpu or --device auto")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RecipeError(f"device={device!r} was requested, but CUDA is not available on this "
                           "machine (torch.cuda.is_available() is False); use --device cpu or "

@@ -39,6 +39,7 @@ from transformer_lib.engineering import (
     autocast,
     barrier,
     device_for,
+    device_label,
     dist_env,
     git_commit,
     init_distributed,
@@ -50,6 +51,7 @@ from transformer_lib.engineering import (
     provenance,
     shutdown_distributed,
     undo_on_error,
+    wait_for,
     write_json,
 )
 from transformer_lib.optimization import (
@@ -90,7 +92,6 @@ from transformer_lib.training import (
     train,
 )
 
-from .benchmarking import device_name, synchronize
 from .decoding import beam_search, greedy_decode
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
@@ -162,11 +163,11 @@ def validation_loss(model: nn.Module, loader: BatchLoader, device: torch.device,
 
 def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) -> dict:
     "BLEU (sacreBLEU, detokenized) of translating the German side of `pairs`; sentences/second."
-    synchronize(device)
+    wait_for(device)
     t0 = time.perf_counter()
     hyps = translate(model, tokenizer, [de for de, _ in pairs], beam_size=beam_size, alpha=alpha,
                      device=device, amp_dtype=amp_dtype)
-    synchronize(device)
+    wait_for(device)
     seconds = time.perf_counter() - t0
     score, signature = corpus_bleu(hyps, [en for _, en in pairs])
     return {"bleu": score, "signature": signature, "sentences": len(pairs), "seconds": seconds,
@@ -243,6 +244,9 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
     _check_model(recipe)
     rank, world_size, local_rank = dist_env()
     device = device_for(pick_device(recipe.device), local_rank, world_size)
+    if device.type == "mps" and world_size > 1:
+        raise RecipeError(f"{world_size} processes on a Mac's GPU (MPS): torch.distributed has no "
+                          "MPS backend; run one process, or --device cpu under torchrun")
     s = RunResult(recipe, device, rank, world_size, amp_settings(device, cpu_bf16=True)[0]
                   if recipe.amp else None,
                  Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit
@@ -251,7 +255,7 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
     if s.is_main:
         print(f"output directory: {s.out_dir.resolve()}"
               + (" (resuming its run)" if resume else ""), flush=True)
-        print(f"device: {device_name(device)}; precision: {precision_words(s.amp_dtype)}; "
+        print(f"device: {device_label(device)}; precision: {precision_words(s.amp_dtype)}; "
               f"{compile_choice(recipe, device)[1]}", flush=True)
     with undo_on_error(s.out_dir, [s.tok_path.name], enabled=s.is_main and ckpt is None):
         # a failed start
@@ -674,9 +678,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f1
 def live_preset(full: bool = False, device: str | torch.device | None = None) -> str:
     """The preset chapter 18's live training cell runs on `device` (by default where `run` trains
-    the GPU presets: a CUDA GPU if there is one, else the CPU): on a GPU, a Colab T4 included,
-    `gpu-30s` (thirty seconds of training), or with `full` the `gpu` recipe; on the CPU
-    `cpu-tiny`, or with `full` `cpu-30min`."""
+    the GPU presets: a CUDA GPU if there is one, else a Mac's GPU, else the CPU): on a CUDA GPU, a
+    Colab T4 included, `gpu-30s` (thirty seconds of training), or with `full` the `gpu` recipe;
+    elsewhere, a Mac included, `cpu-tiny` on the CPU, or with `full` `cpu-30min`. (On a Mac the
+    GPU presets train on its GPU from the command line, in float32 and not compiled.)"""
     if pick_device(device).type == "cuda":
         return "gpu" if full else "gpu-30s"
     return "cpu-30min" if full else "cpu-tiny"
