@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from setup_cell import setup_cell_source
+from setup_cell import VERSION, setup_cell_source
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
@@ -79,7 +79,12 @@ def test_colab_badge_and_setup_cell(path):
     assert (badge["cell_type"] == "markdown"
             and f"({colab}/blob/main/{rel})" in "".join(badge["source"])), \
         f"{rel}: first cell must be the Open-in-Colab badge linking to this notebook"
-    assert "".join(setup["source"]) == setup_cell_source(), \
+    cell = "".join(setup["source"])
+    pinned = re.search(r'^URL, VERSION = "[^"]*", "([^"]*)"$', cell, re.M)
+    assert not pinned or pinned[1] == VERSION, \
+        (f"{rel}: the set-up cell installs release {pinned[1]} but transformer_lib.__version__ is "
+         f"{VERSION}: run `python tests/setup_cell.py` (the release routine in CHANGELOG.md)")
+    assert cell == setup_cell_source(), \
         f"{rel}: second cell must be the standard set-up cell (tests/setup_cell.py writes it)"
     for cell in (badge, setup):
         assert "remove-cell" in cell.get("metadata", {}).get("tags", []), (f"{rel}: hide "
