@@ -63,9 +63,8 @@ class AttentionHead(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         _check_head_inputs(self, query, key, value)
-        q, k, v = self.W_Q(query), self.W_K(key), self.W_V(value)   # (..., L_q, d_k),
-                                                                    # (..., L_k, d_k), (..., L_k,
-                                                                    # d_v)
+        # q: (..., L_q, d_k), k: (..., L_k, d_k), v: (..., L_k, d_v)
+        q, k, v = self.W_Q(query), self.W_K(key), self.W_V(value)
         return scaled_dot_product_attention(q, k, v, mask)
 
 # %% ../notebooks/02_attention.ipynb #5b0e93f1
