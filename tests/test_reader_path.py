@@ -21,7 +21,6 @@ MAX_WORDS = {"11_model.ipynb": 4500, "18_capstone.ipynb": 4500}
 # authors (listed 2026-11-28). The mark is strict: once a chapter is fixed its test "passes
 # unexpectedly" and fails, and its entry here must go.
 KNOWN_LONG_CODE_RUNS = {
-    "05_multi_head_attention.ipynb": "2026-11-28: cells 70427190 e394db56 7f512adb, 61 lines",
     "20_recurrent_baseline.ipynb": "2026-11-28: cells 20e00002 20e00008 20e00003, 100 lines",
 }
 

@@ -26,14 +26,6 @@ __all__ = ['NaiveMultiHeadAttention', 'MultiHeadAttention', 'count_parameters', 
            'multi_head_attention_columns']
 
 # %% ../notebooks/05_multi_head_attention.ipynb #7f512adb
-def _head_mask(mask: torch.Tensor | None, m: int) -> torch.Tensor | None:
-    """The part of a (B|1, h|1, L_q|1, L_k|1)-broadcastable mask that applies to head m."""
-    if mask is None or mask.dim() < 3:
-        return mask
-    mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))     # (B|1, h|1, L_q|1, L_k|1)
-    return mask[:, m if mask.shape[1] > 1 else 0]                         # (B|1, L_q|1, L_k|1)
-
-
 class NaiveMultiHeadAttention(nn.Module):
     """Multi-head attention as written in the paper (section 3.2.2; chapter 05):
     h separate heads (3h matrices W_Q^m, W_K^m, W_V^m) computed one at a time, then W_O.
@@ -45,26 +37,21 @@ class NaiveMultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = True):
         super().__init__()
-        _check_heads(d_model, n_heads)
+        _check_heads(d_model, n_heads)                               # see "Engineering"
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.heads = nn.ModuleList(AttentionHead(d_model, self.d_k, self.d_k, bias=bias)
-                                   for _ in range(n_heads))
+                                   for _ in range(n_heads))          # head m: W_Q^m, W_K^m, W_V^m
         self.W_O = nn.Linear(n_heads * self.d_k, d_model, bias=bias)
         self.attn_weights = None
 
     def forward(self, query, key, value, mask=None):
-        outs, weights = (zip(*(head(query, key, value, _head_mask(mask, m))
-                               for m, head in enumerate(self.heads))))
-        self.attn_weights = torch.stack(weights, dim=-3).detach()            # (B, h, L_q, L_k)
-        return self.W_O(torch.cat(outs, dim=-1))           # [head_1..head_h] W_O: (B, L_q, d_model)
-
-    @classmethod
-    def from_fused(cls, mha: MultiHeadAttention) -> NaiveMultiHeadAttention:
-        """The h separate heads hidden in a MultiHeadAttention's fused in_proj (same function)."""
-        naive = cls(mha.d_model, mha.n_heads, bias=mha.in_proj.bias is not None)
-        naive.to(device=mha.in_proj.weight.device, dtype=mha.in_proj.weight.dtype)
-        _copy_fused_weights(naive, mha)        # head m's rows: "The two forms are one function"
-        return naive
+        outs, weights = [], []
+        for m, head in enumerate(self.heads):        # head_m, eq. (mha-head), one after another
+            out, w = head(query, key, value, _head_mask(mask, m))    # head m's part of the mask
+            outs.append(out)                                         # (B, L_q, d_k)
+            weights.append(w)                                        # (B, L_q, L_k)
+        self.attn_weights = torch.stack(weights, dim=-3).detach()    # (B, h, L_q, L_k)
+        return self.W_O(torch.cat(outs, dim=-1))     # [head_1, ..., head_h] W_O: (B, L_q, d_model)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #68efb67e
 class MultiHeadAttention(nn.Module):
@@ -73,7 +60,9 @@ class MultiHeadAttention(nn.Module):
     in_proj: rows [W_Q; W_K; W_V] (nn.MultiheadAttention's layout); out_proj: W_O. query (B, L_q,
     d_model), key and value (B, L_k, d_model), mask boolean (True = may attend) broadcastable to
     (B, h, L_q, L_k) -> (B, L_q, d_model). need_weights = True keeps the weights in attn_weights
-    (B, h, L_q, L_k). Fast path: `_fast_attention`; is_causal: `_causal`; KV cache: `_heads`."""
+    (B, h, L_q, L_k). The decoder's is_causal=True (the causal mask by name) and KV `cache`
+    (static_kv=True: the memory's keys and values, computed once) go through
+    `_forward_cached_or_causal`."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
@@ -87,24 +76,35 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, query, key, value, mask=None, cache: dict | None = None,
                 static_kv: bool = False, is_causal: bool = False):
-        _check_mha_inputs(self, query, key, value, mask, cache, static_kv, is_causal)
-        B, L_q = query.shape[:2]
-        if cache is None:       # x W_Q, x' W_K, x' W_V, each cut into h heads: 3 x (B, h, L, d_k)
-            q, k, v = (self._split_heads(t) for t in self._project_qkv(query, key, value))
-        else:                                       # generation: keys and values of earlier steps
-            q, k, v = self._heads(query, key, value, cache, static_kv)
-        mask, is_causal = self._causal(mask, is_causal, L_q, k.shape[2], q.device)  # is_causal
-        p = self.dropout if self.training else 0.0
-        if self.need_weights:                 # softmax(Q K^T / sqrt(d_k)) V, all heads at once
-            out, weights = scaled_dot_product_attention(q, k, v, mask, p)     # (B, h, L_q, d_k)
-            self.attn_weights = weights.detach()                              # (B, h, L_q, L_k)
-        else:                                 # the same function, in PyTorch's fused kernel
-            out = _fast_attention(q, k, v, mask, p, is_causal)
-        out = out.transpose(1, 2).reshape(B, L_q, self.d_model)   # concat heads: (B, L_q, d_model)
-        return self.out_proj(out)                                  # [head_1, ..., head_h] W_O
+        if cache is not None or is_causal:             # the decoder's options: see "Engineering"
+            return self._forward_cached_or_causal(query, key, value, mask, cache, static_kv,
+                                                  is_causal)
+        _check_mha_inputs(self, query, key, value, mask)
+        q, k, v = self._project_qkv(query, key, value)        # X_q W_Q, X_kv W_K, X_kv W_V
+        q, k, v = (self._split_heads(t) for t in (q, k, v))  # 3 x (B, h, L, d_k)
+        out = self._attend(q, k, v, mask)                     # every head at once: (B, h, L_q, d_k)
+        return self.out_proj(self._merge_heads(out))          # [head_1, ..., head_h] W_O
 
-    def _split_heads(self, x):                                   # (B, L, d_model) -> (B, h, L, d_k)
+    def _split_heads(self, x):                                 # (B, L, d_model) -> (B, h, L, d_k)
         return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
+
+    def _merge_heads(self, x):                 # (B, h, L, d_k) -> (B, L, d_model): concatenation
+        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], self.d_model)
+
+# %% ../notebooks/05_multi_head_attention.ipynb #6615c694
+def _attend(self, q, k, v, mask, is_causal: bool = False):
+    """softmax(Q K^T / sqrt(d_k)) V on all heads at once: q (B, h, L_q, d_k), k and v
+    (B, h, L_k, d_k) -> (B, h, L_q, d_k). is_causal: the causal mask by name, for the fused kernel
+    only (`_causal` spells it out as a mask whenever the weights are kept)."""
+    p = self.dropout if self.training else 0.0             # dropout on the weights: training only
+    if not self.need_weights:                   # PyTorch's fused kernel: the weights never exist
+        return _fast_attention(q, k, v, mask, p, is_causal)
+    out, weights = scaled_dot_product_attention(q, k, v, mask, p)       # chapter 02's kernel
+    self.attn_weights = weights.detach()                                # (B, h, L_q, L_k)
+    return out
+
+
+MultiHeadAttention._attend = _attend
 
 # %% ../notebooks/05_multi_head_attention.ipynb #c0f7a1e2
 def _copy_fused_weights(naive: NaiveMultiHeadAttention, mha: MultiHeadAttention) -> None:
@@ -119,6 +119,17 @@ def _copy_fused_weights(naive: NaiveMultiHeadAttention, mha: MultiHeadAttention)
                 if lin.bias is not None:
                     lin.bias.copy_(mha.in_proj.bias[rows])
         naive.W_O.load_state_dict(mha.out_proj.state_dict())
+
+
+def _from_fused(cls, mha: MultiHeadAttention) -> NaiveMultiHeadAttention:
+    """The h separate heads hidden in a MultiHeadAttention's fused in_proj (same function)."""
+    naive = cls(mha.d_model, mha.n_heads, bias=mha.in_proj.bias is not None)
+    naive.to(device=mha.in_proj.weight.device, dtype=mha.in_proj.weight.dtype)
+    _copy_fused_weights(naive, mha)
+    return naive
+
+
+NaiveMultiHeadAttention.from_fused = classmethod(_from_fused)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
 def count_parameters(model) -> int:
@@ -199,8 +210,8 @@ def _check_seq(mha: MultiHeadAttention, x, name: str, B: int | None = None,
         raise ValueError(f"{name} must have shape {want}, got {_describe(x)}")
 
 
-def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache, static_kv,
-                      is_causal) -> None:
+def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache=None,
+                      static_kv: bool = False, is_causal: bool = False) -> None:
     """The checks of MultiHeadAttention.forward, each error naming the argument and its shape."""
     _check_seq(mha, query, "query")
     if is_causal and mask is not None:
@@ -223,6 +234,14 @@ def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache, s
                          f"L_k key positions), got L_q = {L_q}, L_k = {L_k}; pass an explicit mask "
                          "instead")
     check_mask(mask, (B, mha.n_heads, L_q, L_k), "mask", "(B, h, L_q, L_k)")
+
+# %% ../notebooks/05_multi_head_attention.ipynb #fe4b15b8
+def _head_mask(mask: torch.Tensor | None, m: int) -> torch.Tensor | None:
+    """The part of a (B|1, h|1, L_q|1, L_k|1)-broadcastable mask that applies to head m."""
+    if mask is None or mask.dim() < 3:
+        return mask
+    mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))     # (B|1, h|1, L_q|1, L_k|1)
+    return mask[:, m if mask.shape[1] > 1 else 0]                         # (B|1, L_q|1, L_k|1)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #b4d6f8a1
 def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
@@ -247,21 +266,6 @@ def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
     out = torch.where(finite_query, out, float("nan"))
     return out.masked_fill(~has_key, 0.0)                # (B, h, L_q, d_k)
-
-# %% ../notebooks/05_multi_head_attention.ipynb #f2b4d6c8
-def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
-    """is_causal=True: query i may attend to keys j <= i + (L_k - L_q), the queries being the last
-    L_q of the L_k positions (the same as mask=make_causal_mask(L_q, offset=L_k - L_q); L_q > L_k is
-    an error). Returns (mask, is_causal): by name where the fused kernel can apply it (L_q = L_k, no
-    weights kept; FlashAttention on GPU, which takes no mask tensor), else as a mask."""
-    if is_causal and L_q == 1:                     # one query, the last position: sees all keys
-        return mask, False
-    if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
-        return make_causal_mask(L_q, device, offset=L_k - L_q), False   # (L_q, L_k)
-    return mask, is_causal
-
-
-MultiHeadAttention._causal = _causal
 
 # %% ../notebooks/05_multi_head_attention.ipynb #a3c5e7f9
 def _project_qkv(self, query, key, value):
@@ -289,6 +293,36 @@ def _project(self, x, which: slice):                   # x (B, L, d_model) -> (B
 
 
 MultiHeadAttention._project_qkv, MultiHeadAttention._project = _project_qkv, _project
+
+# %% ../notebooks/05_multi_head_attention.ipynb #0be01910
+def _forward_cached_or_causal(self, query, key, value, mask, cache: dict | None, static_kv: bool,
+                             is_causal: bool):
+    """forward with a KV cache and/or is_causal=True: the same function as forward with the
+    explicit mask (make_causal_mask(L_q, offset=L_k - L_q) for is_causal), the keys and values of
+    earlier calls kept in `cache` (see `_heads`)."""
+    _check_mha_inputs(self, query, key, value, mask, cache, static_kv, is_causal)
+    q, k, v = self._heads(query, key, value, cache, static_kv)     # 3 x (B, h, L, d_k), cached
+    mask, is_causal = self._causal(mask, is_causal, q.shape[2], k.shape[2], q.device)
+    out = self._attend(q, k, v, mask, is_causal)                    # (B, h, L_q, d_k)
+    return self.out_proj(self._merge_heads(out))                    # (B, L_q, d_model)
+
+
+MultiHeadAttention._forward_cached_or_causal = _forward_cached_or_causal
+
+# %% ../notebooks/05_multi_head_attention.ipynb #f2b4d6c8
+def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
+    """is_causal=True: query i may attend to keys j <= i + (L_k - L_q), the queries being the last
+    L_q of the L_k positions (the same as mask=make_causal_mask(L_q, offset=L_k - L_q); L_q > L_k is
+    an error). Returns (mask, is_causal): by name where the fused kernel can apply it (L_q = L_k, no
+    weights kept; FlashAttention on GPU, which takes no mask tensor), else as a mask."""
+    if is_causal and L_q == 1:                     # one query, the last position: sees all keys
+        return mask, False
+    if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
+        return make_causal_mask(L_q, device, offset=L_k - L_q), False   # (L_q, L_k)
+    return mask, is_causal
+
+
+MultiHeadAttention._causal = _causal
 
 # %% ../notebooks/05_multi_head_attention.ipynb #e1a3c5b7
 def _heads(self, query, key, value, cache: dict | None, static_kv: bool):
