@@ -483,3 +483,22 @@ def test_update_flops_counts_every_model_on_the_same_batches(tmp_path):
     for m in models.values():
         assert 2 < m["per_update"] / m["forward_per_update"] <= 3
     assert "GFLOP per update" in out and rec["git_commit"]
+
+
+def test_ffn_lookup_across_kernel_sets_keeps_each_sets_scores(tmp_path):
+    """--kernels: one child process per kernel set; the record keys each set's scores by the set
+    the child reports, and the DEFAULT set's scores are those a plain run under it gives."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ffn_lookup.py"
+    common = ["--seeds", "0", "--steps", "2", "--batch-size", "4", "--threads", "1"]
+    subprocess.run([sys.executable, str(script), *common, "--kernels", "default", "native",
+                    "--jobs", "2", "--json", str(tmp_path / "k.json")], check=True,
+                   capture_output=True)
+    rec = json.loads((tmp_path / "k.json").read_text())
+    assert rec["requested"] == ["default", "native"] and "DEFAULT" in rec["kernels"]
+    assert len(rec["kernels"]) == 2 and rec["cpu"] and rec["seeds"] == [0]
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    subprocess.run([sys.executable, str(script), *common, "--json", str(tmp_path / "d.json")],
+                   check=True, capture_output=True, env=env)
+    plain = json.loads((tmp_path / "d.json").read_text())
+    assert rec["kernels"]["DEFAULT"]["designs"] == plain["designs"]
+    assert plain["cpu"].endswith("kernels DEFAULT")
