@@ -14,7 +14,7 @@ export TRANSFORMER_LIB_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
-.PHONY: setup export book test lint unit nbval browser-check clean
+.PHONY: setup export book test test-kernels lint unit nbval browser-check clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,6 +55,15 @@ TEST_THREADS ?= 1
 test: setup lint
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
 	  -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
+
+# The same suite under PyTorch's other CPU kernel sets (ATEN_CPU_CAPABILITY): they add floating-point
+# numbers in another order, as another processor would. Run before each release; every live check
+# against a record must hold under each (results/kernel-audit-cpu.json measured how far they move).
+# `make test-kernels KERNELS=avx2` runs one set.
+KERNELS ?= default avx2
+test-kernels: setup lint
+	@for k in $(KERNELS); do echo "== ATEN_CPU_CAPABILITY=$$k"; \
+	  ATEN_CPU_CAPABILITY=$$k $(MAKE) --no-print-directory test || exit 1; done
 
 # Loads every page of the built site in headless Chromium (see book/check_site.py); screenshots go
 # to /tmp/site_shots. Exits non-zero on any failure.
