@@ -57,6 +57,7 @@ BF16 = record("multi30k-cpu-30min-bf16.json")
 SHIPPED = record("multi30k-cpu-30min.shipped.json")
 THROUGHPUT = record("train-throughput-cpu.json")
 REMATCH_TF = record("rematch/transformer-seed0.json")     # chapter 20's rematch
+PARITY_2X2 = record("parity-cpu-30min-2x2-seeds.json")     # chapter 11's four seeds
 
 
 def rematch_run(name: str) -> dict:
@@ -228,6 +229,26 @@ QUOTES = [
            "n": lambda: GPU.average_last},
           lambda: (GPU.d_model > CPU.d_model and GPU.schedule == "noam" and GPU.fixed_shapes
                    and GPU.compile)),
+    # ---------------------------------------------------------------- chapter 11: parity
+    Quote("notebooks/11_model.ipynb",
+          rf"trained both from (?P<n>four) seeds at the shape of the capstone's recipe "
+          rf"\((?P<l>{NUM}) \+ (?P<l2>{NUM}) layers, dropout (?P<p>{NUM}) on sub-layer outputs and "
+          rf"embeddings only, .{{0,200}}?for (?P<u>{NUM}) updates each\. Their (?P<v>{NUM})-token "
+          rf"vocabulary was the recipe's when they ran; the recipe's (?P<v2>{NUM}) tokens",
+          {"n": lambda: len(PARITY_2X2["verdict"]["per_seed"]),
+           "l": lambda: PARITY_2X2["recipe"]["n_layers"], "l2": lambda: CPU.n_layers,
+           "p": lambda: PARITY_2X2["recipe"]["dropout"],
+           "u": lambda: PARITY_2X2["recipe"]["max_steps"],
+           "v": lambda: PARITY_2X2["recipe"]["vocab_size"], "v2": lambda: CPU.vocab_size},
+          lambda: (PARITY_2X2["recipe"]["attn_dropout"] == PARITY_2X2["recipe"]["ffn_dropout"] == 0
+                   and (CPU.dropout, CPU.attn_dropout, CPU.ffn_dropout) == (0.1, 0.0, 0.0)
+                   and PARITY_2X2["precision"] == "float32")),
+    Quote("notebooks/11_model.ipynb",
+          rf"On average over the four seeds it is (?P<r>{NUM}) times `nn.Transformer`'s, and ours' "
+          rf"greedy BLEU is (?P<g>{NUM}) higher",
+          {"r": lambda: PARITY_2X2["verdict"]["val_nll_ratio"],
+           "g": lambda: PARITY_2X2["verdict"]["bleu_gap"]["greedy"]},
+          lambda: PARITY_2X2["verdict"]["parity"]),
     # ---------------------------------------------------------------- chapter 14
     Quote("notebooks/14_optimization.ipynb",
           r"A reader who trains for a fixed \*time\* \((?P<m>thirty) minutes on a CPU, as in",
