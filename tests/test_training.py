@@ -132,6 +132,46 @@ def test_batch_loader_iter_from_and_no_global_rng():
     assert [b.tgt_out.tolist() for b in loader] != full and len(loader) == len(full)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 25), st.integers(1, 25)), min_size=1, max_size=40),
+       st.integers(8, 120), st.integers(1, 8), st.booleans(), st.integers(0, 3))
+def test_batch_loader_gathers_what_collate_pads(lengths, max_tokens, bucket, fixed, seed):
+    """BatchLoader gathers its batches from tables of every pair padded once; each is what
+    `collate` pads from the batch's pairs: the same tensors, counts and filler rows."""
+    g = torch.Generator().manual_seed(seed)
+    pairs = [(torch.randint(3, 9, (a,), generator=g).tolist() + [EOS],
+              [BOS] + torch.randint(3, 9, (b,), generator=g).tolist() + [EOS])
+             for a, b in lengths]
+    loader = BatchLoader.by_tokens(pairs, max_tokens, bucket=bucket, fixed_shapes=fixed, seed=seed)
+    for idx in loader.batches():
+        got = loader.collate(idx)
+        if fixed:
+            length = max(loader.sampler.lengths[i] for i in idx)
+            want = collate([pairs[i] for i in idx], PAD, src_len=length, tgt_len=length + 1,
+                           rows=max(max_tokens // length, len(idx)))
+        else:
+            want = collate([pairs[i] for i in idx], PAD, bucket=bucket)
+        for name in ("src", "tgt_in", "tgt_out"):
+            assert torch.equal(getattr(got, name), getattr(want, name)), name
+            assert getattr(got, name).dtype == torch.long
+        assert (got.n_tokens, got.n_src_tokens) == (want.n_tokens, want.n_src_tokens)
+
+
+def test_train_step_sets_training_mode_after_an_evaluation():
+    """train_step puts a model that was left in eval mode back in training mode (dropout on); one
+    already training is not walked again."""
+    model, opt, sched = _setup(dropout=0.1)
+    batch = collate(_copy_task(4), PAD)
+    loss_fn = LabelSmoothingLoss(10, 0.0, pad_id=PAD)
+    model.eval()
+    train_step(model, batch, loss_fn, opt)
+    assert model.training and all(m.training for m in model.modules())
+    walked = []
+    model.train = lambda mode=True: walked.append(mode)
+    train_step(model, batch, loss_fn, opt)
+    assert walked == []
+
+
 # --- device and loop ------------------------------------------------------------------------------
 def test_pick_device():
     expected = "cuda" if torch.cuda.is_available() else "cpu"

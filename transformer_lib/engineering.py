@@ -60,9 +60,16 @@ class TrainingClock:
         self._t0, self._frozen, self.last = self.timer(), None, float(start_s)
 
     def __call__(self) -> float:
+        if self._frozen is None:
+            wait_for(self.device)                           # GPU work is queued: wait for it
+        return self.peek()
+
+    def peek(self) -> float:
+        """The reading without waiting for the GPU: the host's time, ahead of the work done by at
+        most the queued work; on the CPU the same as calling the clock. Read it every update
+        without stalling the GPU."""
         if self._frozen is not None:
             return self._frozen
-        wait_for(self.device)                               # GPU work is queued: wait for it
         self.last = self.start_s + self.timer() - self._t0
         return self.last
 

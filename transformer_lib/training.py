@@ -167,7 +167,8 @@ def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.opti
     before backward and the gradients unscaled before clipping and the step. Returns the loss
     (detached, on the device) and the gradient norm before clipping (or None).
     """
-    model.train()
+    if not model.training:                   # after evaluation (train() walks every module)
+        model.train()
     with autocast(batch.device, amp_dtype):
         logits, labels = forward(model, batch)              # (B, T, V), (B, T)
     loss = loss_fn(logits.float(), labels)                  # loss in float32, outside autocast
@@ -376,6 +377,7 @@ class BatchLoader:
                  pad_id: int = 0, *, bucket: int = 1, fixed_shapes: bool = False):
         self.pairs, self.sampler, self.pad_id = pairs, sampler, pad_id
         self.bucket, self.fixed_shapes = bucket, fixed_shapes
+        self._tables = None                           # every pair padded once, on first use
 
     @classmethod
     def by_tokens(cls, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, *,
@@ -400,12 +402,42 @@ class BatchLoader:
         return len(self.sampler)
 
     def collate(self, indices: Sequence[int]) -> Batch:
-        pairs = [self.pairs[i] for i in indices]
-        if not self.fixed_shapes:
-            return collate(pairs, self.pad_id, bucket=self.bucket)
-        length = max(self.sampler.lengths[i] for i in indices)
-        return collate(pairs, self.pad_id, src_len=length, tgt_len=length + 1,
-                       rows=max(self.sampler.max_tokens // length, len(pairs)))
+        """The batch of pairs `indices`: what `collate` of their pairs gives, gathered from tables
+        of every pair padded once (two row gathers per batch, no Python loop over its rows)."""
+        src_all, tgt_all, src_lens, tgt_lens, src_real, tgt_real = self._padded_pairs()
+        if self.fixed_shapes:
+            length = max(self.sampler.lengths[i] for i in indices)
+            src_len, tgt_len = length, length + 1
+        else:
+            src_len = round_up(max(src_lens[i] for i in indices), self.bucket)
+            tgt_len = round_up(max(tgt_lens[i] for i in indices), self.bucket) + 1
+        rows = torch.as_tensor(indices, dtype=torch.long)
+        src = src_all[rows, :src_len]                                       # (B, S)
+        tgt_in, tgt_out = shift_targets(tgt_all[rows, :tgt_len])            # (B, T), (B, T)
+        if self.fixed_shapes:                          # filler rows, for batches of one shape
+            extra = self.sampler.max_tokens // src_len - len(indices)
+            if extra > 0:
+                src, tgt_in, tgt_out = _filler_rows(src, tgt_in, tgt_out, extra, self.pad_id)
+        return Batch(src, tgt_in, tgt_out, n_tokens=sum(tgt_real[i] for i in indices),
+                     n_src_tokens=sum(src_real[i] for i in indices))
+
+    def _padded_pairs(self) -> tuple:
+        """(sources (N, S_max), targets (N, T_max + 1), source lengths, target lengths without bos,
+        real source tokens, real target labels), padded with `pad_id` to the widest any batch
+        takes; built once."""
+        if self._tables is None:
+            src = [s for s, _ in self.pairs]
+            tgt = [t for _, t in self.pairs]
+            src_lens, tgt_lens = [len(s) for s in src], [len(t) - 1 for t in tgt]
+            widest = max(self.sampler.lengths, default=0) if self.fixed_shapes else 0
+            src_all = pad_sequences(src, self.pad_id, max(round_up(max(src_lens), self.bucket),
+                                                          widest))
+            tgt_all = pad_sequences(tgt, self.pad_id, max(round_up(max(tgt_lens), self.bucket),
+                                                          widest) + 1)
+            self._tables = (src_all, tgt_all, src_lens, tgt_lens,
+                            (src_all != self.pad_id).sum(1).tolist(),
+                            (tgt_all[:, 1:] != self.pad_id).sum(1).tolist())
+        return self._tables
 
     def iter_from(self, start: int = 0) -> Iterator[Batch]:
         """Batches of the current epoch from number `start` on (skipped ones are never padded)."""
