@@ -215,7 +215,8 @@ def main(argv=None) -> dict:
     record = {**provenance(torch.device("cpu"), 1, git_commit()),
               "threads": torch.get_num_threads(),
               "shape": {**SHAPE, "vocab": VOCAB, "batch": [ROWS, LENGTH]},
-              "warmup_updates": WARMUP, "log_every": LOG_EVERY, "loops": rows}
+              "warmup_updates": WARMUP, "log_every": LOG_EVERY, "timed": args.time,
+              "loops": rows}
     print(f"{record['device']}, {record['cpu']}; torch {record['torch']}; width "
           f"{SHAPE['d_model']}, {SHAPE['n_layers']}+{SHAPE['n_layers']} layers, batches of "
           f"{ROWS} x {LENGTH} tokens")
