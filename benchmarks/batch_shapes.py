@@ -156,8 +156,8 @@ def main(argv=None) -> dict:
         for k in range(1, len({round_up(n, r.bucket) for n in lengths}) + 1):
             chosen = best_lengths(lengths, k, r.bucket)
             shapes, real, positions, _ = epoch_shapes(with_lengths(ids, r, tok.pad_id, chosen), 0)
-            fewer.append({"shapes": k, "lengths": chosen, "batches": sum(shapes.values()),
-                          "real_target_share": real / positions})
+            fewer.append({"at_most": k, "lengths": chosen, "distinct_shapes": len(shapes),
+                          "batches": sum(shapes.values()), "real_target_share": real / positions})
         record["presets"][name] = {
             "recipe": {k: getattr(r, k) for k in ("vocab_size", "batch_tokens", "bucket",
                                                   "fixed_shapes", "seed")},
@@ -178,8 +178,8 @@ def main(argv=None) -> dict:
               f"({', '.join(str(e['distinct_shapes']) for e in rec['per_epoch'])} per epoch), "
               f"{rec['per_epoch'][0]['real_target_share']:.1%} of target positions real")
         for f in rec["fewer_shapes"]:
-            print(f"  {f['shapes']} shape(s), lengths {f['lengths']}: "
-                  f"{f['real_target_share']:.1%} real, {f['batches']} batches")
+            print(f"  at most {f['at_most']} length(s) {f['lengths']}: {f['distinct_shapes']} "
+                  f"shapes, {f['real_target_share']:.2%} real, {f['batches']} batches")
     rc = record["recompiles_cpu_tiny_model"]
     print(f"compiled tiny model, one epoch of the gpu preset: {rc['graphs_compiled']} graphs "
           f"compiled for {rc['distinct_shapes']} shapes (first seen at updates "
