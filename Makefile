@@ -70,5 +70,11 @@ test-kernels: setup lint
 browser-check: book
 	$(PY) book/check_site.py book/_build/html
 
+# The book as one PDF, offline: builds the site, then headless Chromium prints it in the order of
+# book/_toc.yml (see book/make_pdf.py) -> book/_build/pdf/attention-derived.pdf
+.PHONY: pdf
+pdf: book
+	$(PY) book/make_pdf.py book/_build/html -o book/_build/pdf/attention-derived.pdf
+
 clean:
 	rm -rf book/_build book/_static/mathjax .pytest_cache
