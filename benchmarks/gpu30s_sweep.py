@@ -63,10 +63,10 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from transformer_lib.benchmarking import device_name
 from transformer_lib.data import load_multi30k
 from transformer_lib.engineering import (
     amp_settings,
+    device_label,
     git_commit,
     pick_device,
     provenance,
@@ -102,7 +102,7 @@ BEAM_TABLE_RESERVE_S = 60.0
 def worker(flags: list[str]) -> int:
     """Train the recipe of `flags` (its --out-dir holds the run), choose its weights on validation,
     write OUT_DIR/model.pt, history.json and row.json. The test split is never translated."""
-    from transformer_lib.train import choose_weights, fit, prepare
+    from transformer_lib.train import choose_weights, fit, prepare, startup_record
     recipe, _ = recipe_args(flags)
     out = Path(recipe.out_dir)
     try:
@@ -117,7 +117,7 @@ def worker(flags: list[str]) -> int:
     val = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
     tokens = sum(h["tokens"] for h in s.history)
     row = {"precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),
-           "device": device_name(s.device), "parameters": s.n_params,
+           "device": device_label(s.device), "parameters": s.n_params,
            "updates": s.step, "epochs": round(s.step / s.steps_per_epoch, 2),
            "training_seconds": round(s.train_seconds, 2),
            "target_tokens_per_s": tokens / max(s.train_seconds, 1e-9),
@@ -125,7 +125,8 @@ def worker(flags: list[str]) -> int:
            "val": {"loss": val["val_loss"], "bleu_greedy": val["bleu_greedy"],
                    "sentences": len(s.val_pairs)},
            "val_evals": [{"weights": e["weights"], "loss": e["val_loss"],
-                          "bleu_greedy": e["bleu_greedy"]} for e in s.evals if "weights" in e]}
+                          "bleu_greedy": e["bleu_greedy"]} for e in s.evals if "weights" in e],
+           "startup": startup_record(s)}
     write_json(out / "history.json", s.history, indent=None)
     write_json(out / "row.json", row)
     print(f"val loss {row['val']['loss']:.3f}, greedy BLEU {row['val']['bleu_greedy']:.2f}; "
@@ -188,7 +189,7 @@ def score_test(flags: list[str], run_dir: Path, row: dict) -> dict:
         parameters=row["parameters"], training_seconds=row["training_seconds"],
         steps=row["updates"], epochs=row["epochs"], weights=row["weights"],
         history=json.loads((run_dir / "history.json").read_text()), val=row["val"],
-        test_greedy=greedy, test_beam=beam)
+        test_greedy=greedy, test_beam=beam, startup=row.get("startup"))
     return {"test_2016_flickr": record["test_2016_flickr"], "record": record}
 
 

@@ -109,12 +109,15 @@ def test_torchrun_on_mps_is_one_clear_error(monkeypatch, tmp_path):
 
 
 @needs_data
-@pytest.mark.parametrize("changes, why", [({}, WHY), ({"compile": True, "amp": True}, WHY),
+@pytest.mark.parametrize("changes, why", [({"compile": True}, WHY),
+                                          ({"compile": True, "amp": True}, WHY),
+                                          ({}, "the recipe's compile is off"),
                                           ({"preset": "gpu-30s"}, "the recipe's compile is off")])
 def test_the_capstone_on_a_mac_gpu(monkeypatch, tmp_path, capsys, changes, why):
     """`prepare` on the CPU, asking `amp_settings` about MPS (test_amp.py's trick): the gpu recipe
     (no preset), gpu-30s, and compile asked for by name all train in float32, not compiled, and the
-    settings line names the Mac's GPU and why it is not compiled."""
+    settings line names the Mac's GPU and why it is not compiled (the presets train eager
+    anyway)."""
     real_amp, real_reason = capstone.amp_settings, capstone.no_compile_reason
     monkeypatch.setattr(capstone, "amp_settings",                  # the run stays on the CPU
                         lambda device, cpu_bf16=False: real_amp(MPS, cpu_bf16))

@@ -90,9 +90,11 @@ def test_the_chapters_training_cell_picks_by_device(tmp_path, capability, expect
 
 
 def finished_run(recipe_name: str, device: torch.device) -> RunResult:
-    """A finished run of the preset on `device`, its record as `finalize` writes it; the precision
-    is the one `prepare` takes from `amp_settings`, the figures are made up."""
-    recipe = preset(recipe_name)
+    """A finished run of the preset on `device` ('gpu --compile': the gpu preset, compile asked
+    for), its record as `finalize` writes it; the precision is the one `prepare` takes from
+    `amp_settings`, the figures are made up."""
+    name, _, flag = recipe_name.partition(" ")
+    recipe = dataclasses.replace(preset(name), compile=flag == "--compile" or preset(name).compile)
     amp = amp_settings(device, cpu_bf16=True)[0] if recipe.amp else None
     s = RunResult(recipe, device, 0, 1, amp, Path("unused"), commit=None)
     s.results = {"device": device_name(device),
@@ -112,15 +114,21 @@ FIGURES = ("1,234,567 parameters, 1,502 updates (3.21 epochs) in 30 s of trainin
     ((7, 5), "gpu-30s", "Tesla T4 (compute capability 7.5)\nprecision: float16 autocast, with a "
                         "gradient scaler; not compiled (the recipe's compile is off)"),
     ((7, 5), "gpu", "Tesla T4 (compute capability 7.5)\nprecision: float16 autocast, with a "
-                    "gradient scaler; not compiled (compute capability below 8.0)"),
+                    "gradient scaler; not compiled (the recipe's compile is off)"),
+    ((7, 5), "gpu --compile", "Tesla T4 (compute capability 7.5)\nprecision: float16 autocast, "
+                              "with a gradient scaler; not compiled (compute capability below "
+                              "8.0)"),
     ((8, 0), "gpu-30s", "NVIDIA A100-SXM4-40GB (compute capability 8.0)\nprecision: bfloat16 "
                         "autocast; not compiled (the recipe's compile is off)"),
     ((8, 0), "gpu", "NVIDIA A100-SXM4-40GB (compute capability 8.0)\nprecision: bfloat16 "
-                    "autocast; compiled with torch.compile"),
+                    "autocast; not compiled (the recipe's compile is off)"),
+    ((8, 0), "gpu --compile", "NVIDIA A100-SXM4-40GB (compute capability 8.0)\nprecision: "
+                              "bfloat16 autocast; compiled with torch.compile"),
 ])
 def test_the_report_of_a_gpu_run(monkeypatch, capability, recipe, first_lines):
     """On a T4 the live cell's gpu-30s trains in float16 with a scaler and is not compiled; the
-    `gpu` recipe asks for torch.compile, which the T4 cannot do and an A100 does."""
+    presets train eager, and torch.compile asked for by name is what the T4 cannot do and an A100
+    does."""
     mock_gpu(monkeypatch, capability)
     assert run_report(finished_run(recipe, CUDA)) == first_lines + "\n" + FIGURES
 
@@ -195,3 +203,21 @@ def test_the_live_cell_prints_the_runs_own_figures(tmp_path):
                    f"beam 4 BLEU {test['bleu_beam']:.1f}"):
         assert figure in printed, (figure, printed)
     assert test["sentences"] == 8 and "; whole cell " in printed
+
+
+def test_the_report_says_where_the_start_went(monkeypatch):
+    """A GPU reader sees where the seconds went: before training, the clock at updates 1, 10 and
+    100, and the seconds compiling (a record without them, from before they were kept, gets no
+    line)."""
+    mock_gpu(monkeypatch, (8, 0))
+    s = finished_run("gpu --compile", CUDA)
+    s.results["startup"] = {"prepare_s": 21.4, "compile_s": 161.27, "first_updates_from_step": 1,
+                            "first_updates_s": [40.0 + k for k in range(100)]}
+    lines = run_report(s).splitlines()
+    assert lines[3] == ("start-up: 21 s before training (data, tokenizer, model); update 1 after "
+                        "40.0 s of training, update 10 after 49.0 s, update 100 after 139.0 s; "
+                        "161 s of training went to compiling")
+    s.results["startup"] = {**s.results["startup"], "compile_s": 0.0,
+                            "first_updates_from_step": 501, "first_updates_s": [3.25, 3.5]}
+    assert run_report(s).splitlines()[3] == ("start-up: 21 s before training (data, tokenizer, "
+                                             "model); update 501 after 3.2 s of training")

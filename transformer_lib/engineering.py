@@ -30,10 +30,11 @@ from .benchmarking import cpu_has_native_bf16, cpu_model, device_name, synchroni
 
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'wait_for', 'TrainingClock', 'pick_device', 'device_label', 'amp_settings', 'no_compile_reason',
-           'autocast_dtype', 'autocast', 'to_device', 'background', 'prefetch', 'world_size', 'sum_across_processes',
-           'dist_env', 'device_for', 'init_distributed', 'barrier', 'shutdown_distributed', 'max_weight_diff',
-           'LogWindow', 'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error', 'git_commit',
-           'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
+           'compile_seconds', 'autocast_dtype', 'autocast', 'to_device', 'background', 'prefetch', 'world_size',
+           'sum_across_processes', 'dist_env', 'device_for', 'init_distributed', 'barrier', 'shutdown_distributed',
+           'max_weight_diff', 'LogWindow', 'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error',
+           'git_commit', 'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags',
+           'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 def wait_for(device: str | torch.device) -> None:
@@ -160,6 +161,19 @@ def no_compile_reason(device: str | torch.device) -> str | None:
     # Measured on two CPU cores: the compiled training step ran at 0.95-1.04x the eager one, and
     # compiling the capstone's batch shapes took 11 minutes.
     return "torch.compile does not pay on a CPU"
+
+
+def compile_seconds() -> float | None:
+    """Seconds torch.compile has spent compiling in this process so far (dynamo's own tally of
+    tracing and code generation, forward and backward; 0.0 before anything was compiled; None
+    where this PyTorch does not keep the tally). Its difference over a run is the run's."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:                                 # never imported: nothing was compiled
+        return 0.0
+    try:
+        return float(dynamo.utils.calculate_time_spent().get("total_wall_time", 0.0))
+    except (AttributeError, TypeError, ValueError):    # a private tally: gone in another version
+        return None
 
 
 def autocast_dtype(device: torch.device,

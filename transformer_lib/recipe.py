@@ -81,7 +81,7 @@ class Recipe:
     seed: int = 0                 # seed of the initial weights, dropout and batch order
     device: str = "auto"  # "auto" (CUDA, else MPS, else CPU), "cpu", "cuda", "cuda:1", "mps"
     amp: bool = True  # autocast: bf16 on 8.0+ GPUs, bf16 CPUs; float16 on older GPUs; else float32
-    compile: bool = True          # torch.compile the model (GPUs of compute capability 8.0+ only)
+    compile: bool = False         # torch.compile the model (GPUs of compute capability 8.0+ only)
     out_dir: str = "runs/multi30k"  # directory of the run's checkpoint, tokenizer, weights and logs
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
@@ -96,6 +96,15 @@ class Recipe:
 # it is watched (validation loss and greedy BLEU after every epoch, the training clock paused)
 # and keeps its epochs' weights for chapter 18's figures. The earlier 3+3 recipe with all three
 # dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
+# Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of compute
+# capability 8.0+). Compiling pays inside a budget only if the compiled updates catch up with the
+# eager ones before it ends, and on a GPU they did not: on an H200 (2026-11-28, commit d71383a,
+# ../shared/gpu-runs-2026-11-28/gpu-5min.history.json) the compiled gpu recipe spent 161 s of its
+# 300 s in the three windows where its 6 batch shapes (results/batch-shapes-gpu-presets.json) were
+# compiled, then ran at 46.8 ms an update; eager, the same recipe ran at 46.1 ms an update on an
+# H200 it shared with a second run (results/gpu-parity.json, seed 0). For the 161 s to pay within
+# 300 s, eager updates would have to take 101 ms or more. On the CPU compiling never pays
+# (engineering.no_compile_reason).
 PRESETS: dict[str, dict] = {
     "gpu": dict(),
     "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2,

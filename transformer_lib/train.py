@@ -38,6 +38,7 @@ from transformer_lib.engineering import (
     amp_settings,
     autocast,
     barrier,
+    compile_seconds,
     device_for,
     device_label,
     dist_env,
@@ -97,11 +98,12 @@ from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
 
 # %% auto #0
-__all__ = ['MAX_LEN', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_model', 'translate', 'validation_loss',
-           'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'compile_choice', 'precision_words',
-           'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'save', 'evaluate', 'step_limit',
-           'stop_step', 'warn_if_long_run', 'check_weights', 'diverged', 'named_remedies', 'finalize', 'choose_weights',
-           'results_record', 'report_files', 'main', 'live_preset', 'run_report']
+__all__ = ['MAX_LEN', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_model', 'translate',
+           'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'compile_choice',
+           'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'save',
+           'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged', 'named_remedies',
+           'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files', 'main', 'live_preset',
+           'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -203,6 +205,10 @@ class RunResult:
     evals: list = dataclasses.field(default_factory=list)
     train_seconds: float = 0.0
     n_params: int = 0
+    prepare_seconds: float = 0.0                 # wall seconds of `prepare`: before the clock starts
+    compile_seconds: float | None = 0.0          # torch.compile's, inside training (None: unknown)
+    first_step: int = 1                          # the first update this process trains
+    first_updates: list = dataclasses.field(default_factory=list)  # the clock after each of them
     results: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -240,6 +246,7 @@ def run(recipe: Recipe, resume: bool = False) -> RunResult:
 # %% ../notebooks/18_capstone.ipynb #8de777c1
 def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
     """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
+    started = time.perf_counter()
     validate_recipe(recipe)
     check_output_paths(recipe)
     _check_model(recipe)
@@ -268,6 +275,7 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
         if s.steps_per_epoch == 0:
             raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of "
                               f"{world_size} processes")
+    s.prepare_seconds = time.perf_counter() - started
     return s
 
 
@@ -413,6 +421,9 @@ def budget_progress(recipe: Recipe, seconds: Callable[[], float], updates: int) 
     return max(used, updates / r.max_steps if r.max_steps else 0.0)
 
 # %% ../notebooks/18_capstone.ipynb #8d2fa203
+FIRST_UPDATES = 100          # updates whose training-clock readings every results record keeps
+
+
 def fit(s: RunResult) -> RunResult:
     """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
@@ -421,6 +432,7 @@ def fit(s: RunResult) -> RunResult:
     if s.is_main:
         callback = warn_if_long_run(callback, limit_steps, start=s.step, clock=s.clock,
                                     time_budget_s=r.time_budget_s)
+    compiled_before, s.first_step = compile_seconds(), s.step + 1
     with named_remedies(s):              # the loss or the weights became NaN: say what to change
         train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
               max_steps=None if math.isinf(limit_steps) else int(limit_steps),
@@ -429,12 +441,17 @@ def fit(s: RunResult) -> RunResult:
               progress=s.is_main and r.progress, prefetch=prefetch, history=s.history,
               callback=callback)
     s.train_seconds = s.clock.stop()             # what follows (evaluation, saving) is not training
+    compiled_after = compile_seconds()
+    s.compile_seconds = (None if compiled_before is None or compiled_after is None
+                         else compiled_after - compiled_before)
     return s
 
 
 def after_step(s: RunResult, limit_steps: float, step: int) -> None:
     "`train`'s callback, on every process after every update: checkpoints, snapshots, evaluation."
     r, s.step = s.recipe, step
+    if len(s.first_updates) < FIRST_UPDATES:      # where the start went: compiling, first sights
+        s.first_updates.append(round(s.clock(), 4))
     if step % r.checkpoint_every == 0:
         with s.clock.paused():
             # all processes stop together
@@ -589,7 +606,7 @@ def finalize(s: RunResult) -> RunResult:
             epochs=s.step / s.steps_per_epoch, weights=chosen, history=s.history,
             val={"loss": val["val_loss"], "bleu_greedy": val["bleu_greedy"],
                  "sentences": len(s.val_pairs)},
-            test_greedy=test[0], test_beam=test[1]))
+            test_greedy=test[0], test_beam=test[1], startup=startup_record(s)))
         write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
         write_json(s.out_dir / "translations.json",
                    [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
@@ -626,10 +643,11 @@ def choose_weights(s: RunResult) -> str:
 
 def results_record(recipe: Recipe, provenance: dict, *, parameters: int, training_seconds: float,
                    steps: int, epochs: float, weights: str, history: list[dict], val: dict,
-                   test_greedy: dict, test_beam: dict) -> dict:
+                   test_greedy: dict, test_beam: dict, startup: dict | None = None) -> dict:
     """The results record: `provenance` (precision, machine, commit, time), the recipe (flat keys),
-    the figures of training and its speed (from the logged `history`), validation (`val`: loss,
-    greedy BLEU, sentences) and test BLEU (`timed_bleu`'s results, greedy and beam)."""
+    the figures of training and its speed (from the logged `history`), where the start went
+    (`startup_record`), validation (`val`: loss, greedy BLEU, sentences) and test BLEU
+    (`timed_bleu`'s results, greedy and beam)."""
     r = recipe
     return {
         "task": "Multi30k task 1, German→English", "measured": True, **provenance,
@@ -639,6 +657,7 @@ def results_record(recipe: Recipe, provenance: dict, *, parameters: int, trainin
         "target_tokens_per_s": sum(h["tokens"] for h in history) / max(training_seconds, 1e-9),
         "target_tokens_per_s_median_window": statistics.median(h["tokens_per_s"] for h in history)
         if history else None,
+        "startup": startup,
         "val": val,
         "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
                              "beam_size": r.beam_size, "length_penalty": r.length_penalty,
@@ -647,6 +666,16 @@ def results_record(recipe: Recipe, provenance: dict, *, parameters: int, trainin
                              "greedy_sentences_per_s": test_greedy["sentences_per_s"],
                              "beam_sentences_per_s": test_beam["sentences_per_s"]},
     }
+
+
+def startup_record(s: RunResult) -> dict:
+    """Where a run's start went: seconds before training (`prepare`: data, tokenizer, batches,
+    model), seconds torch.compile spent compiling inside training (0 when not compiled, None when
+    unknown), and the training clock after each of the first `FIRST_UPDATES` updates."""
+    return {"prepare_s": round(s.prepare_seconds, 2),
+            "compile_s": None if s.compile_seconds is None else round(s.compile_seconds, 2),
+            "first_updates_from_step": s.first_step if s.first_updates else None,
+            "first_updates_s": s.first_updates}
 
 
 def report_files(recipe: Recipe) -> None:
@@ -696,7 +725,8 @@ def live_preset(full: bool = False, device: str | torch.device | None = None) ->
 def run_report(result: RunResult) -> str:
     """What a finished run did on its device, from its results record: the device (with a GPU's
     compute capability), its precision, whether `prepare` compiled the model and why not, the
-    updates and target tokens per second of training, and test BLEU, greedy and beam. Only
+    updates and target tokens per second of training, where the start went (seconds before
+    training, the clock at updates 1, 10 and 100, seconds compiling), and test BLEU. Only
     process 0 holds the record; any other process's `result`: ValueError."""
     rec = result.results
     if "test_2016_flickr" not in rec:
@@ -713,8 +743,23 @@ def run_report(result: RunResult) -> str:
             f"{rec['parameters']:,} parameters, {rec['steps']:,} updates ({rec['epochs']} "
             f"epochs) in {rec['training_seconds']:.0f} s of training, "
             f"{rec['target_tokens_per_s']:,.0f} target tokens/s\n"
-            f"test_2016_flickr ({t['sentences']} sentences): greedy BLEU "
+            + _startup_line(rec.get("startup"))
+            + f"test_2016_flickr ({t['sentences']} sentences): greedy BLEU "
             f"{t['bleu_greedy']:.1f}, beam {t['beam_size']} BLEU {t['bleu_beam']:.1f}")
+
+
+def _startup_line(startup: dict | None) -> str:
+    "run_report's line on where the start went ('' for a record without it)."
+    if not startup or not startup.get("first_updates_s"):
+        return ""
+    first, start = startup["first_updates_s"], startup["first_updates_from_step"]
+    marks = [f"update {start + k - 1:,} after {first[k - 1]:.1f} s" for k in (1, 10, 100)
+             if k <= len(first)]
+    compiling = startup.get("compile_s")
+    return (f"start-up: {startup['prepare_s']:.0f} s before training (data, tokenizer, model); "
+            f"{marks[0]} of training" + "".join(f", {m}" for m in marks[1:])
+            + (f"; {compiling:.0f} s of training went to compiling" if compiling else "")
+            + "\n")
 
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f5
 # The command line, last in the module so that every function above is defined when it runs.
