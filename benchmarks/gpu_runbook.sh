@@ -9,32 +9,34 @@
 #   bash benchmarks/gpu_runbook.sh --tiny --call 1|--call 2|--steps "S ..."          # CPU check
 #
 # Call 1 (step gpu; DEADLINE_S default 545, step limit 540 s): python -m transformer_lib.train
-#   --preset gpu, its 300 s of training unchanged (compiling is inside them: the clock starts before
-#   the first compiled update; the first H200 run spent 76 s of its budget there)   -> gpu-5min.json
-#   (and gpu-5min.history.json). Expected ~350-400 s: start-up, data and tokenizer ~20 s, 300 s,
-#   epoch snapshots ~15 s, the end (checkpoint, last and averaged weights on validation, test greedy
-#   and beam 4) ~20 s. Why it never ended inside a call, and what changed:
-#   - it ran last, in a command whose deadline left it 330 s: 300 s of training plus start-up and
-#     the end's evaluation do not fit in 330 s. Now it is a command of its own.
+#   --preset gpu, its 300 s of training unchanged, eager (compiling took 161 s of them on the H200 of
+#   2026-11-28 and did not pay: transformer_lib/recipe.py, above PRESETS)   -> gpu-5min.json (and
+#   gpu-5min.history.json); the record's "startup" keeps the seconds before training, the seconds
+#   compiling and the training clock after each of the first 100 updates. Expected ~350 s:
+#   start-up, data and tokenizer ~20 s, 300 s, epoch snapshots ~15 s, the end (checkpoint, last and
+#   averaged weights on validation, test greedy and beam 4) ~20 s. Why it is a call of its own:
+#   - 300 s of training plus start-up and the end's evaluation do not fit beside another step.
 #   - --eval-every 0 (kept): the preset evaluates every 10 epochs, with beam search, on all 1,014
-#     validation sentences, the clock paused; at ~1.2 s an epoch after compiling, that is ~18
-#     evaluations of ~5 s on top of the 300 s. It is evaluated only at the end.
+#     validation sentences, the clock paused; that is ~18 evaluations of ~5 s on top of the 300 s.
+#     It is evaluated only at the end.
 #   - --checkpoint-every 1000000000: no full checkpoint (weights and Adam moments, ~315 MB) every
 #     2,000 updates; the last one is still written.
 #   - run directory in /dev/shm where it has 4 GB free: averaging the last 5 epoch snapshots writes
 #     the 105 MB of weights after every epoch, ~180 times (the clock paused).
 #   eval_every and checkpoint_every are run-only fields (recipe.RUN_ONLY) and the run directory is
 #   no field of the recipe: what trains is the preset's recipe.
-# Call 2 (step sweep; DEADLINE_S default 320): benchmarks/gpu30s_sweep.py, up to five variants of
-#   the gpu-30s recipe (its docstring gives each and the evidence for it), one at a time, each in a
-#   fresh process, 30 s of training each, scored on validation; the winner chosen on validation
-#   alone, and only the winner translates test_2016_flickr (greedy and beam) -> gpu-30s-sweep.json
-#   Expected ~250 s: each variant ~45 s (start-up, tokenizer, 30 s, validation of the last and the
-#   averaged weights; the gpu-30s CLI run ended 55 s after its start, test included), the winner's
-#   test ~10 s. The sweep gets the deadline less 15 s and skips a variant that would not end before
-#   it, so with less device time left, a smaller DEADLINE_S drops the last variants, not the record.
-# Both calls, with ~30 s of start-up each: ~30 + ~380 + ~30 + ~250 = ~690 s of the 900 s expected;
-# at their deadlines 30 + 555 + 30 + 330 = 945 s would not fit, so if call 1 ran long, run call 2
+# Call 2 (step pair30s; DEADLINE_S default 320, step limit 300 s): the gpu-30s recipe at equal time,
+#   ours and then nn.Transformer (benchmarks/parity.py --equal-time: the capstone's own stack, one
+#   tokenizer, the same batches in the same order, the recipe's 30 s of training each, eager, the
+#   recipe's precision), each in a fresh process so that each pays a fresh start, never sharing the
+#   GPU; validation NLL, greedy and beam-4 BLEU of each, and the ratio of their updates and tokens/s
+#   in one record                                                      -> gpu-30s-pair.json
+#   Every run keeps the clock after each of its first 100 updates ("startup"), so the record shows
+#   where a 30-second run's start goes (470 updates on 2026-11-28 against 920 on 2026-11-26).
+#   Expected ~160 s: each process ~15 s of start-up and tokenizer, 30 s, ~30 s of validation
+#   decoding (nn.Transformer has no KV cache: its beam search is the slower).
+# Both calls, with ~30 s of start-up each: ~30 + ~350 + ~30 + ~160 = ~570 s of the 900 s expected;
+# at their deadlines 30 + 545 + 30 + 320 = 925 s would not fit, so if call 1 ran long, run call 2
 # with DEADLINE_S = the device time left less 45 s.
 # Optional steps (--steps, in this order; each with its own limit, none starting after the deadline,
 # DEADLINE_S default 540 s). Times on the H200 of 2026-11-26 (commit 4948cac):
@@ -58,8 +60,13 @@
 #               (gpu-30s made 32.7 greedy and 32.7 beam)                -> gpu-30s-beam.json  150 s
 #   throughput  benchmarks/train_throughput.py, compiled vs compiled    -> gpu-throughput.json
 #               (compiling both models' shapes took ~225 s on the H200)                       280 s
+#   sweep       benchmarks/gpu30s_sweep.py, up to five variants of the gpu-30s recipe (its
+#               docstring gives each and the evidence for it), one at a time, each in a fresh
+#               process, 30 s each, scored on validation; the winner chosen on validation alone,
+#               and only the winner translates test_2016_flickr    -> gpu-30s-sweep.json    320 s
+#               (268 s on the H200 of 2026-11-28; a smaller DEADLINE_S drops the last variants)
 #   gpu         call 1's step                                                                  540 s
-#   sweep       call 2's step                                                                  320 s
+#   pair30s     call 2's step                                                                  300 s
 # A step that hits its limit is stopped and the next one runs. The records carry provenance
 # (device, torch, commit, date); commit them to results/ under the same names.
 #
@@ -84,7 +91,7 @@ while [ $# -gt 0 ]; do
 done
 case "$call" in
   1) steps=gpu; default_deadline=545 ;;
-  2) steps=sweep; default_deadline=320 ;;
+  2) steps=pair30s; default_deadline=320 ;;
   "") default_deadline=540
       if [ -z "$steps" ]; then
         echo "choose --call 1, --call 2 or --steps \"S ...\" (see --help)"; exit 2
@@ -139,6 +146,7 @@ if [ "$tiny" = 1 ]; then
   gpu30s=(--preset gpu-30s "${quick[@]}")
   gpu5=(--preset gpu "${gpu5_run[@]}" "${quick[@]}")
   parity=(--preset gpu "${small[@]}" --updates 8 --val-sentences 8 --beam 2 --decode-float32)
+  pair=(--preset gpu-30s "${small[@]}" --time-budget-s 3 --val-sentences 8 --beam 2)
   parity_seeds="0"; parity_prior=""
   seeds=(--preset cpu-30min "${small[@]}" --updates 4 --val-sentences 6); seed_list="0 1"
   throughput=(--tiny --device cpu)
@@ -152,6 +160,7 @@ else
   gpu30s=(--preset gpu-30s)
   gpu5=(--preset gpu "${gpu5_run[@]}")
   parity=(--preset gpu --updates 1000 --beam 4 --decode-float32)
+  pair=(--preset gpu-30s --beam 4)
   # seeds 0-2 are in results/gpu-parity.json (2026-11-26); new seeds join them in one record
   parity_seeds=${PARITY_SEEDS:-3 4}; parity_prior=results/gpu-parity.json
   seeds=(--preset cpu-30min --device cuda --no-amp --updates 500); seed_list="0 1 2 3 4"
@@ -184,6 +193,21 @@ export PY runs out PARITY_FLAGS="${parity[*]}" PARITY_SEEDS="$parity_seeds" \
   PARITY_PRIOR="$parity_prior"
 step parity 240 bash -c "$(declare -f parity_both)"'; parity=($PARITY_FLAGS); parity_both'
 
+pair_30s() {   # ours, then nn.Transformer: each a fresh process, the recipe's time budget; one record
+  local files=() m rc=0
+  for m in ours nn.Transformer; do
+    "$PY" benchmarks/parity.py "${pair[@]}" --equal-time --models "$m" \
+      --json "$runs/pair-$m.json" || rc=$?
+    [ -f "$runs/pair-$m.json" ] && files+=("$runs/pair-$m.json")
+  done
+  # both runs in one record with their ratios; one alone is still recorded
+  [ "${#files[@]}" -gt 0 ] && "$PY" benchmarks/parity.py --combine "${files[@]}" \
+    --json "$out/gpu-30s-pair.json"
+  return "$rc"
+}
+export PAIR_FLAGS="${pair[*]}"
+step pair30s 300 bash -c "$(declare -f pair_30s)"'; pair=($PAIR_FLAGS); pair_30s'
+
 seeds_all() {   # ours and nn.Transformer at every seed, one process each, all at once; one record
   local files=() m sd
   for sd in $SEED_LIST; do
@@ -212,7 +236,7 @@ step gpu 540 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
 [ -f "$runs/gpu-5min/history.json" ] \
   && cp "$runs/gpu-5min/history.json" "$out/gpu-5min.history.json"
 
-# call 2: the sweep ends itself 15 s before the step's limit (it skips a variant that would not fit)
+# the sweep ends itself 15 s before the step's limit (it skips a variant that would not fit)
 sweep_left=$(( deadline - SECONDS - 15 ))
 step sweep 320 "$PY" benchmarks/gpu30s_sweep.py --runs "$runs/sweep" --deadline-s "$sweep_left" \
   --json "$out/gpu-30s-sweep.json" "${sweep[@]}"

@@ -33,6 +33,11 @@ nn.Transformer has one `dropout`, so TorchReference sets the other two apart.
   python benchmarks/parity.py --preset cpu-30min --updates 1500 --json results/parity-cpu-30min.json
   python benchmarks/parity.py --preset gpu --updates 960 --beam 4 --json results/gpu-parity.json
   smoke test:  python benchmarks/parity.py --preset cpu-tiny --updates 20 --val-sentences 20
+  at equal time (the runbook's call 2): each model its own process, the recipe's time budget,
+  then the ratios of updates and tokens/s from one record:
+    python benchmarks/parity.py --preset gpu-30s --equal-time --models ours --json a.json
+    python benchmarks/parity.py --preset gpu-30s --equal-time --models nn.Transformer --json b.json
+    python benchmarks/parity.py --combine a.json b.json --json gpu-30s-pair.json
   one model per process (e.g. two at once on one GPU), then the verdict of their records:
     python benchmarks/parity.py --models ours --json a.json &
     python benchmarks/parity.py --models nn.Transformer --json b.json; wait
@@ -66,6 +71,7 @@ from transformer_lib.train import (
     make_optimizer,
     make_schedule,
     prepare,
+    startup_record,
     timed_bleu,
 )
 from transformer_lib.training import evaluate_loss
@@ -80,7 +86,7 @@ WINDOW = 100                                      # updates per mean of the trai
 
 def install(s, kind: str, amp_dtype) -> None:
     """Put a fresh model (seeded), optimizer, schedule and clock into the prepared run `s`."""
-    s.step, s.history, s.evals, s.train_seconds = 0, [], [], 0.0
+    s.step, s.history, s.evals, s.train_seconds, s.first_updates = 0, [], [], 0.0, []
     s.amp_dtype = amp_dtype                                      # one precision for every model
     if kind != "nn.Transformer":
         gain = model_module.QKV_INIT_GAIN
@@ -138,7 +144,9 @@ def train_and_score(s, kind: str, amp_dtype, beam: int, decode_float32: bool = F
     """Train one model for the recipe's max_steps, then its validation NLL and BLEU; with
     `decode_float32`, each decoding once more in float32 (a diagnostic, not judged)."""
     install(s, kind, amp_dtype)
-    print(f"{kind}: training for {s.recipe.max_steps} updates ...", file=sys.stderr, flush=True)
+    limit = (f"{s.recipe.max_steps} updates" if s.recipe.max_steps
+             else f"{s.recipe.time_budget_s:g} s")
+    print(f"{kind}: training for {limit} ...", file=sys.stderr, flush=True)
     fit(s)
     nll = LabelSmoothingLoss(s.tokenizer.vocab_size, 0.0, pad_id=s.tokenizer.pad_id,
                              reduction="sum")
@@ -149,7 +157,7 @@ def train_and_score(s, kind: str, amp_dtype, beam: int, decode_float32: bool = F
     decoding = {(f"beam_{k}" if k > 1 else "greedy") + suffix: decode(s, k, amp)
                 for suffix, amp in precisions.items() for k in sizes}
     bleu = {name: d["bleu"] for name, d in decoding.items() if not name.endswith("_float32")}
-    losses = [h["loss"] for h in s.history]                      # log_every = 1: one per update
+    losses = [h["loss"] for h in s.history]       # one per update (one per 10 with --equal-time)
     tokens = sum(h["tokens"] for h in s.history)
     return {"model": kind, "seed": s.recipe.seed, "parameters": s.n_params, "steps": s.step,
             "epochs": s.step / s.steps_per_epoch, "training_seconds": s.train_seconds,
@@ -157,17 +165,18 @@ def train_and_score(s, kind: str, amp_dtype, beam: int, decode_float32: bool = F
             "val_nll": val_nll, "bleu": bleu,
             "signature": decoding["greedy"]["signature"], "decoding": decoding,
             f"train_loss_mean_per_{WINDOW}": [round(x, 4) for x in window_means(losses)],
-            "train_loss": [round(x, 4) for x in losses]}
+            "train_loss": [round(x, 4) for x in losses], "startup": startup_record(s)}
 
 
-def verdict(runs: list[dict]) -> dict | None:
+def verdict(runs: list[dict], equal_time: bool = False) -> dict | None:
     """Ours against nn.Transformer at equal updates: NLL within 1% (or lower), every BLEU within
     0.5 (or higher). None unless both ran for the same number of updates. Runs of several seeds
     (records joined by --combine) are judged seed by seed ("per_seed") and on the means over seeds
     of the NLL ratio and the BLEU gaps."""
     seeds = sorted({x.get("seed", 0) for x in runs})
     if len(seeds) > 1:
-        per = {str(sd): verdict([x for x in runs if x.get("seed", 0) == sd]) for sd in seeds}
+        per = {str(sd): verdict([x for x in runs if x.get("seed", 0) == sd], equal_time)
+               for sd in seeds}
         if any(v is None for v in per.values()):
             return None
         ratio = statistics.fmean(v["val_nll_ratio"] for v in per.values())
@@ -178,8 +187,16 @@ def verdict(runs: list[dict]) -> dict | None:
                 "criterion": _CRITERION + " (means over the seeds)", "per_seed": per}
     by = {x["model"]: x for x in runs}
     ours, ref = by.get("ours"), by.get("nn.Transformer")
-    if ours is None or ref is None or ours["steps"] != ref["steps"]:
+    if ours is None or ref is None or (not equal_time and ours["steps"] != ref["steps"]):
         return None
+    if equal_time:                                  # the same seconds, not the same updates
+        return {"equal_time_s": ours["training_seconds"], "updates": [ours["steps"], ref["steps"]],
+                "updates_ratio": ours["steps"] / ref["steps"],
+                "tokens_per_s_ratio": ours["target_tokens_per_s"] / ref["target_tokens_per_s"],
+                "val_nll_ratio": ours["val_nll"] / ref["val_nll"],
+                "bleu_gap": {k: ours["bleu"][k] - ref["bleu"][k] for k in ours["bleu"]
+                             if k in ref["bleu"]},
+                "parity": None, "criterion": "none at equal time: the ratios are the result"}
     nll_ratio = ours["val_nll"] / ref["val_nll"]
     bleu_gap = {k: ours["bleu"][k] - ref["bleu"][k] for k in ours["bleu"] if k in ref["bleu"]}
     return {"updates": ours["steps"], "val_nll_ratio": nll_ratio, "bleu_gap": bleu_gap,
@@ -203,6 +220,10 @@ def parse_args(argv=None):
     p.add_argument("--updates", type=int, default=1000, help="updates per model (default 1000)")
     p.add_argument("--updates-in-epochs", type=int, default=0, metavar="E",
                    help="instead of --updates: E epochs' worth of updates (0 = use --updates)")
+    p.add_argument("--equal-time", action="store_true",
+                   help="instead of --updates: each model trains for the recipe's time budget "
+                        "(--time-budget-s), logged every --log-every updates, the clock after "
+                        "each of the first 100 updates kept")
     p.add_argument("--models", nargs="+", choices=MODELS, default=["ours", "nn.Transformer"],
                    help="models to train, in this order (default: ours nn.Transformer)")
     p.add_argument("--val-sentences", type=int, default=0,
@@ -243,6 +264,12 @@ def report(record: dict) -> None:
                   + ", ".join(f"{k} {d['length_ratio']:.3f} (BLEU {d['bleu']:.1f})"
                               for k, d in x["decoding"].items()))
     v = record.get("verdict")
+    if v and "updates_ratio" in v:
+        print(f"in {v['equal_time_s']:.0f} s each: ours / nn.Transformer updates "
+              f"{v['updates_ratio']:.3f} ({v['updates'][0]} / {v['updates'][1]}), tokens/s "
+              f"{v['tokens_per_s_ratio']:.3f}, val NLL {v['val_nll_ratio']:.4f}, BLEU gap "
+              + ", ".join(f"{k} {g:+.2f}" for k, g in v["bleu_gap"].items()))
+        return
     for seed, w in (v or {}).get("per_seed", {}).items():
         print(f"seed {seed}: val NLL ratio {w['val_nll_ratio']:.4f}")
     if v:
@@ -264,8 +291,11 @@ def combine(paths: list[str]) -> dict:
         if setting(r) != setting(first):
             raise SystemExit(f"{p} was run with another recipe or precision than {paths[0]}")
     runs = [x for r in records for x in r["runs"]]
-    return {**first, "combined_from": paths, "sequential": False, "runs": runs,
-            "verdict": verdict(runs)}
+    # runs at equal time ran one after the other (a time-budgeted run sharing a GPU makes fewer
+    # updates); runs of a fixed number of updates may have shared the GPU
+    return {**first, "combined_from": paths, "sequential": first.get("equal_time", False),
+            "runs": runs,
+            "verdict": verdict(runs, first.get("equal_time", False))}
 
 
 def main(argv=None) -> dict:
@@ -274,10 +304,11 @@ def main(argv=None) -> dict:
         record = combine(args.combine)
     else:
         with tempfile.TemporaryDirectory() as out_dir:     # the tokenizer file; nothing is kept
-            r = dataclasses.replace(r, time_budget_s=0.0, epochs=0, max_steps=args.updates,
-                                    compile=False, average_last=1, keep_snapshots=0,
-                                    checkpoint_every=10**9,
-                                    eval_every=0, log_every=1, eval_sentences=args.val_sentences,
+            limits = (dict(max_steps=0) if args.equal_time       # the recipe's time budget
+                      else dict(time_budget_s=0.0, max_steps=args.updates, log_every=1))
+            r = dataclasses.replace(r, epochs=0, **limits, compile=False, average_last=1,
+                                    keep_snapshots=0, checkpoint_every=10**9, eval_every=0,
+                                    eval_sentences=args.val_sentences,
                                     progress=sys.stderr.isatty(), out_dir=out_dir)
             s = prepare(r)                        # tokenizer, batches, the recipe's precision
             if args.updates_in_epochs:
@@ -291,8 +322,9 @@ def main(argv=None) -> dict:
                   "command_line": args.command_line, "recipe": dataclasses.asdict(r),
                   "precision": "float32" if amp_dtype is None
                   else str(amp_dtype).removeprefix("torch."),
-                  "val_sentences": len(s.val_pairs), "sequential": True, "runs": runs,
-                  "verdict": verdict(runs)}
+                  "val_sentences": len(s.val_pairs), "sequential": True,
+                  "equal_time": args.equal_time, "runs": runs,
+                  "verdict": verdict(runs, args.equal_time)}
     report(record)
     if args.json:
         write_json(args.json, record)

@@ -39,20 +39,34 @@ def test_runbook_asks_for_a_call_or_steps():
 
 @needs_data
 def test_tiny_calls_write_their_records(tmp_path):
-    """Call 1: the gpu preset's run, evaluated at the end only, with its record and history; call 2:
-    the sweep's record, every variant scored on validation, the winner's test scores, the winner's
-    record in the CLI's shape."""
-    for call in ("1", "2"):
-        proc = runbook("--tiny", "--call", call, str(tmp_path))
+    """Call 1: the gpu preset's run, evaluated at the end only, with its record, its start-up and
+    its history; call 2: ours and then nn.Transformer at the gpu-30s recipe's time budget, each with
+    the clock after each of its first updates, and their ratios in one record; the sweep (a step of
+    its own now): every variant scored on validation, the winner's test scores, the winner's record
+    in the CLI's shape."""
+    for flags in (["--call", "1"], ["--call", "2"], ["--steps", "sweep"]):
+        proc = runbook("--tiny", *flags, str(tmp_path))
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "TIMED OUT" not in proc.stdout and "SKIPPED" not in proc.stdout, proc.stdout[-3000:]
     run = json.loads((tmp_path / "gpu-5min.json").read_text())
-    for key in (*PROVENANCE, "recipe", "steps", "val", "test_2016_flickr"):
+    for key in (*PROVENANCE, "recipe", "steps", "val", "test_2016_flickr", "startup"):
         assert key in run, key
     assert run["recipe"]["eval_every"] == 0 and run["recipe"]["checkpoint_every"] == 10 ** 9
     assert run["recipe"]["d_model"] == 32 and run["steps"] > 0       # the --tiny stand-in
+    first = run["startup"]["first_updates_s"]
+    assert len(first) == min(run["steps"], 100) and first == sorted(first)
     assert json.loads((tmp_path / "gpu-5min.history.json").read_text())["history"]
     assert (tmp_path / "gpu-gpu.log").is_file() and (tmp_path / "gpu-sweep.log").is_file()
+
+    pair = json.loads((tmp_path / "gpu-30s-pair.json").read_text())
+    assert (tmp_path / "gpu-pair30s.log").is_file() and pair["equal_time"] and pair["sequential"]
+    assert [r["model"] for r in pair["runs"]] == ["ours", "nn.Transformer"]
+    assert pair["recipe"]["time_budget_s"] == 3 and pair["recipe"]["max_steps"] == 0
+    for r in pair["runs"]:
+        assert r["steps"] > 0 and r["training_seconds"] >= 3
+        assert len(r["startup"]["first_updates_s"]) == min(r["steps"], 100)
+    ours, ref = pair["runs"]
+    assert pair["verdict"]["updates_ratio"] == pytest.approx(ours["steps"] / ref["steps"])
 
     rec = json.loads((tmp_path / "gpu-30s-sweep.json").read_text())
     for key in (*PROVENANCE, "base", "rule", "variants", "winner", "winner_record"):
@@ -71,8 +85,9 @@ def test_tiny_calls_write_their_records(tmp_path):
     test = rec["winner"]["test_2016_flickr"]
     assert test["sentences"] == 10 and {"bleu_greedy", "bleu_beam"} <= set(test)
     committed = json.loads((ROOT / "results" / "gpu-30s.json").read_text())
-    # the CLI's record; "startup" (where the start went) is newer than the committed one
-    assert set(rec["winner_record"]) - {"startup"} == set(committed) - {"git_commit_note"}
+    # the CLI's record; "startup" (where the start went) and "cpu" (provenance's processor) are
+    # newer than the committed one
+    assert set(rec["winner_record"]) - {"startup", "cpu"} == set(committed) - {"git_commit_note"}
     assert rec["winner_record"]["startup"]["first_updates_s"]
     assert rec["winner_record"]["test_2016_flickr"] == test
 
