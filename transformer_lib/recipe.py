@@ -96,9 +96,9 @@ class Recipe:
 # it is watched (validation loss and greedy BLEU after every epoch, the training clock paused)
 # and keeps its epochs' weights for chapter 18's figures. The earlier 3+3 recipe with all three
 # dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
-# Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of compute
-# capability 8.0+). Compiling pays inside a budget only if the compiled updates catch up with the
-# eager ones before it ends, and on a GPU they did not: on an H200 (2026-11-28, commit d71383a,
+# Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of
+# compute capability 8.0+). Compiling pays inside a budget only if the compiled updates catch up
+# with the eager ones before it ends, and on a GPU they did not: on an H200 (2026-11-28, d71383a,
 # ../shared/gpu-runs-2026-11-28/gpu-5min.history.json) the compiled gpu recipe spent 161 s of its
 # 300 s in the three windows where its 6 batch shapes (results/batch-shapes-gpu-presets.json) were
 # compiled, then ran at 46.8 ms an update; eager, the same recipe ran at 46.1 ms an update on an

@@ -205,7 +205,7 @@ class RunResult:
     evals: list = dataclasses.field(default_factory=list)
     train_seconds: float = 0.0
     n_params: int = 0
-    prepare_seconds: float = 0.0                 # wall seconds of `prepare`: before the clock starts
+    prepare_seconds: float = 0.0                 # wall seconds of `prepare`, before the clock
     compile_seconds: float | None = 0.0          # torch.compile's, inside training (None: unknown)
     first_step: int = 1                          # the first update this process trains
     first_updates: list = dataclasses.field(default_factory=list)  # the clock after each of them
