@@ -111,5 +111,8 @@ def test_the_pipeline_learns_to_reverse():
           WarmupSchedule(optimizer, d_model=32, warmup_steps=50), max_steps=400, clip_grad_norm=1.0,
           device="cpu", progress=False)
     pred = greedy_decode(model, pad_sequences([s for s, _ in test], PAD), 7, BOS, EOS)
-    assert exact_match(pred, [t for _, t in test]) >= 0.8          # 0.98 when written; a broken
-                                                                   # pipeline: ~0
+    # The claim, not one trajectory: a working pipeline learns the task, a broken one (masks,
+    # shifting, decoding) stays near 0. Seeds 0-4 x kernel sets DEFAULT/AVX2/AVX512 x 1 and 2
+    # threads scored 0.73 to 1.0 (results/kernel-audit-cpu.json; seed 0 with AVX2 kernels on one
+    # thread: 0.73), so the bar sits well below the lowest of those 30 runs.
+    assert exact_match(pred, [t for _, t in test]) >= 0.5
