@@ -72,11 +72,45 @@ def notebooks() -> list[Path]:
                   if ".ipynb_checkpoints" not in p.parts)
 
 
+def colab_link(rel: str, url: str = REPO_URL, version: str = VERSION) -> str:
+    """The Colab address of the notebook at `rel` in the release v{version}: the notebook a reader
+    opens matches the package its set-up cell installs (main's newer notebook might not)."""
+    colab = url.replace("https://github.com/", "https://colab.research.google.com/github/")
+    return f"{colab}/blob/v{version}/{rel}"
+
+
+def badge_source(rel: str) -> str:
+    "The first cell of every notebook: the Open-in-Colab badge of its release."
+    return ("[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+            f"({colab_link(rel)})")
+
+
+def pin_book_branch() -> bool:
+    """book/_config.yml's repository.branch (the site's launch buttons) names the release tag."""
+    path = ROOT / "book" / "_config.yml"
+    text = path.read_text()
+    new = re.sub(r"^(  branch: ).*$", rf"\g<1>v{VERSION}", text, count=1, flags=re.M)
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
 def main() -> int:
-    """Write the standard set-up cell into every notebook (only that cell is touched)."""
+    """Write the badge and the standard set-up cell into every notebook (only those two cells are
+    touched), and the release tag into book/_config.yml's repository.branch."""
     source = setup_cell_source()
+    if pin_book_branch():
+        print("updated book/_config.yml (repository.branch)")
     for path in notebooks():
         nb = json.loads(path.read_text())
+        rel = path.relative_to(ROOT).as_posix()
+        badge = nb["cells"][0]
+        assert badge["cell_type"] == "markdown" and "colab" in "".join(badge["source"]), \
+            f"{path}: the first cell is not the Colab badge"
+        if "".join(badge["source"]) != badge_source(rel):
+            badge["source"] = [badge_source(rel)]
+            path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+            print(f"updated {rel} (badge)")
         cell = nb["cells"][1]
         assert cell["cell_type"] == "code" and "remove-cell" in cell["metadata"].get("tags", []), \
             f"{path}: the second cell is not the set-up cell"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from setup_cell import VERSION, setup_cell_source
+from setup_cell import VERSION, badge_source, setup_cell_source
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())
@@ -75,10 +75,9 @@ def test_colab_badge_and_setup_cell(path):
     nb = json.loads(path.read_text())
     rel = path.relative_to(ROOT).as_posix()
     badge, setup = nb["cells"][0], nb["cells"][1]
-    colab = REPO_URL.replace("https://github.com/", "https://colab.research.google.com/github/")
-    assert (badge["cell_type"] == "markdown"
-            and f"({colab}/blob/main/{rel})" in "".join(badge["source"])), \
-        f"{rel}: first cell must be the Open-in-Colab badge linking to this notebook"
+    assert (badge["cell_type"] == "markdown" and "".join(badge["source"]) == badge_source(rel)), \
+        (f"{rel}: first cell must be the Open-in-Colab badge linking to this notebook in the "
+         f"release v{VERSION} (`python tests/setup_cell.py` writes it)")
     cell = "".join(setup["source"])
     pinned = re.search(r'^URL, VERSION = "[^"]*", "([^"]*)"$', cell, re.M)
     assert not pinned or pinned[1] == VERSION, \

@@ -223,12 +223,12 @@ QUOTES = [
     Quote("book/capstone.md",
           rf"The `gpu` preset, for readers with a GPU, is a wider model with dropout "
           rf"(?P<dropout>{NUM}), equation 3 rescaled to a peak of \$(?P<lr>{MATH})\$ after "
-          rf"(?P<w>{NUM}) updates, batches with few shapes for `torch.compile`, and the average of "
+          rf"(?P<w>{NUM}) updates, batches with few shapes, trained eager, and the average of "
           rf"the last (?P<n>{NUM}) epochs' weights",
           {"dropout": lambda: GPU.dropout, "lr": lambda: GPU.peak_lr, "w": lambda: GPU.warmup_steps,
            "n": lambda: GPU.average_last},
           lambda: (GPU.d_model > CPU.d_model and GPU.schedule == "noam" and GPU.fixed_shapes
-                   and GPU.compile)),
+                   and not GPU.compile)),
     # ---------------------------------------------------------------- chapter 11: parity
     Quote("notebooks/11_model.ipynb",
           rf"trained both from (?P<n>four) seeds at the shape of the capstone's recipe "
@@ -341,10 +341,10 @@ QUOTES = [
           rf"\*\*beam search with beam (?P<k>{NUM}) and length penalty α = (?P<alpha>{NUM})\*\*",
           {"k": lambda: CPU.beam_size, "alpha": lambda: CPU.length_penalty}),
     Quote("notebooks/18_capstone.ipynb",
-          rf"The `gpu` preset \(width (?P<d>{NUM}), (?P<b>{NUM})-token batches, bf16 and "
-          rf"`torch.compile`\)",
+          rf"The `gpu` preset \(width (?P<d>{NUM}), (?P<b>{NUM})-token batches, bf16, trained "
+          rf"eager\)",
           {"d": lambda: GPU.d_model, "b": lambda: GPU.batch_tokens},
-          lambda: GPU.amp and GPU.compile),
+          lambda: GPU.amp and not GPU.compile),
     Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
           rf"trained for one epoch's worth of updates \((?P<s>{NUM}) updates of at most "
           rf"(?P<b>{NUM}) padded positions; the rows with larger batches make fewer, "
@@ -371,8 +371,9 @@ QUOTES = [
           rf"(?P<b>{NUM}) padded positions;.{{0,200}}scored on all (?P<n>{NUM}) validation "
           rf"sentences, greedy\. Two rows change how many batches an epoch holds and make that "
           rf"many updates: the (?P<v>{NUM})-token vocabulary (?P<sv>{NUM}), batches of "
-          rf"(?P<b2>{NUM}) positions (?P<s2>{NUM})\. The rows train in float32 on (?P<t>one) "
-          rf"thread each, two at a time\. One epoch is about a (?P<f>ninth) of the "
+          rf"(?P<b2>{NUM}) positions (?P<s2>{NUM}) \(with half the warm-up, (?P<w2>{NUM}) updates, "
+          rf"so that it keeps the same share of the run\)\. The rows train in float32 on "
+          rf"(?P<t>one) thread each, two at a time\. One epoch is about a (?P<f>ninth) of the "
           rf"(?P<m>thirty)-minute run",
           {"s": lambda: ROWS["base"]["steps"], "b": lambda: ROWS["base"]["recipe"]["batch_tokens"],
            "n": lambda: ROWS["base"]["val"]["sentences"],
@@ -380,6 +381,7 @@ QUOTES = [
            "sv": lambda: ROWS["vocab_8000"]["steps"],
            "b2": lambda: ROWS["batch_2048"]["recipe"]["batch_tokens"],
            "s2": lambda: ROWS["batch_2048"]["steps"],
+           "w2": lambda: ROWS["batch_2048"]["recipe"]["warmup_steps"],
            "t": lambda: max(threads(r["device"]) for r in ROWS.values()),
            "f": lambda: RUN["epochs"], "m": lambda: minutes(RUN["training_seconds"])},
           lambda: ({r["epochs"] for r in ROWS.values()} == {1.0}
@@ -388,7 +390,9 @@ QUOTES = [
                    and len(ROWS) == 20 and all(       # every other row makes the base row's updates
                        r["steps"] == ROWS["base"]["steps"] for name, r in ROWS.items()
                        if r["recipe"]["batch_tokens"] == ROWS["base"]["recipe"]["batch_tokens"]
-                       and r["recipe"]["vocab_size"] == ROWS["base"]["recipe"]["vocab_size"]))),
+                       and r["recipe"]["vocab_size"] == ROWS["base"]["recipe"]["vocab_size"])
+                   and 2 * ROWS["batch_2048"]["recipe"]["warmup_steps"]
+                   == ROWS["base"]["recipe"]["warmup_steps"])),
     Quote("notebooks/18_capstone.ipynb",
           rf"one run's greedy BLEU scatters by \$\\sigma \\approx (?P<sd>{NUM})\$ points, so a row "
           rf"must move about (?P<bar>{NUM}) points from the recipe to clear the bars\. (?P<k>Six) "

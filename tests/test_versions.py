@@ -35,6 +35,19 @@ def test_the_package_reports_the_version_of_its_source():
     assert transformer_lib.__version__ == VERSION
 
 
+def test_the_books_colab_links_open_the_release():
+    """The site's launch buttons (book/_config.yml's repository.branch) and every notebook's badge
+    open the notebooks of the tag v{__version__}, the release their set-up cells install."""
+    import yaml
+    from setup_cell import badge_source, colab_link
+    branch = yaml.safe_load((ROOT / "book" / "_config.yml").read_text())["repository"]["branch"]
+    assert branch == TAG, f"book/_config.yml's repository.branch is {branch}: run {ROUTINE}"
+    assert colab_link("notebooks/x.ipynb").endswith(f"/blob/{TAG}/notebooks/x.ipynb")
+    for path in notebooks():
+        rel = path.relative_to(ROOT).as_posix()
+        assert "".join(json.loads(path.read_text())["cells"][0]["source"]) == badge_source(rel), rel
+
+
 def changelog_entries() -> list[tuple[str, str | None, str]]:
     """(version, date or None, text) of each `## [X.Y.Z] - YYYY-MM-DD` entry, newest first; an
     `## [Unreleased]` section is not an entry."""
