@@ -58,6 +58,8 @@ SHIPPED = record("multi30k-cpu-30min.shipped.json")
 THROUGHPUT = record("train-throughput-cpu.json")
 REMATCH_TF = record("rematch/transformer-seed0.json")     # chapter 20's rematch
 PARITY_2X2 = record("parity-cpu-30min-2x2-seeds.json")     # chapter 11's four seeds
+H200 = record("gpu-2026-11-28/gpu-5min.json")             # the runbook's first GPU records
+H200_SWEEP = record("gpu-2026-11-28/gpu-30s-sweep.json")
 
 
 def rematch_run(name: str) -> dict:
@@ -533,6 +535,23 @@ QUOTES = [
            "greedy": lambda: RUN["test_2016_flickr"]["bleu_greedy"],
            "n": lambda: threads(RUN["device"]), "tps": lambda: RUN["target_tokens_per_s"]},
           lambda: RUN["recipe"]["amp"] and CPU.amp and RUN["precision"] == "float32"),
+    Quote("README.md",
+          rf"the `gpu` preset made (?P<u>{NUM}) updates in (?P<s>{NUM}) s and scored (?P<g>{NUM}) "
+          rf"greedy and (?P<b>{NUM}) beam BLEU on test_2016_flickr \(chapter 18 reads it\); the "
+          rf"sweep's `gpu-30s` preset made (?P<u2>{NUM}) updates in its (?P<s2>{NUM}) s and the "
+          rf"best variant, `budget-pre-ln`, (?P<u3>{NUM}), scoring (?P<g3>{NUM}) greedy and "
+          rf"(?P<b3>{NUM}) beam on test",
+          {"u": lambda: H200["steps"], "s": lambda: H200["recipe"]["time_budget_s"],
+           "g": lambda: H200["test_2016_flickr"]["bleu_greedy"],
+           "b": lambda: H200["test_2016_flickr"]["bleu_beam"],
+           "u2": lambda: H200_SWEEP["variants"][0]["updates"],
+           "s2": lambda: H200_SWEEP["base_recipe"]["time_budget_s"],
+           "u3": lambda: H200_SWEEP["winner_record"]["steps"],
+           "g3": lambda: H200_SWEEP["winner_record"]["test_2016_flickr"]["bleu_greedy"],
+           "b3": lambda: H200_SWEEP["winner_record"]["test_2016_flickr"]["bleu_beam"]},
+          lambda: (H200["recipe"]["compile"] and H200_SWEEP["variants"][0]["name"] == "preset"
+                   and H200_SWEEP["winner"]["name"] == "budget-pre-ln"
+                   and H200["git_commit"].startswith("d71383a"))),
 ]
 
 
