@@ -134,31 +134,39 @@ def test_the_grus_clipping_is_a_switch_and_reaches_its_training(monkeypatch):
     assert rec["rnn"]["clip"] == 0.0 and rec["runs"] == [{"model": "gru", "clip": 0.0}]
 
 
-REMATCH = ROOT / "results" / "rematch"
-RUN_NAME = re.compile(r"gru-(\d+)-lr([\d.e-]+\d)(?:-seed(\d+))?|transformer-seed(\d+)")
+REMATCHES = [ROOT / "results" / d for d in ("rematch", "rematch-xeon")]   # one folder a machine
+RUN_NAME = re.compile(r"gru-(\d+)-lr([\d.e-]+\d)(?:-seed(\d+))?"
+                      r"|transformer(?:-lr([\d.e-]+\d))?(?:-seed(\d+))?")
 
 
-@pytest.mark.parametrize("path", sorted(p for p in REMATCH.glob("*.json")
-                                        if p.stem != "update-flops"), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(p for d in REMATCHES for p in d.glob("*.json")
+                                        if p.stem != "update-flops"),
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_a_rematch_record_is_the_run_its_name_says(path):
     """benchmarks/rematch.sh names each run: the record holds that model, width, peak learning
-    rate and seed, on the cpu-30min recipe as it is, 1,797 s, no clipping, all of validation."""
+    rate and seed, on the cpu-30min recipe as it is otherwise, 1,797 s, float32, no clipping, all
+    of validation. (A Transformer run named without a rate trained at the recipe's peak of the
+    time, 2e-3; the earlier folder's runs asked for autocast on a CPU without bfloat16, so trained
+    in float32 too.)"""
     rec = json.loads(path.read_text())
     (run,) = rec["runs"]
     m = RUN_NAME.fullmatch(path.stem)
-    assert m, path.stem
-    ours = SET_BY_COMPARE | {"seed"}
+    assert m and path.stem != "transformer", path.stem
+    ours = SET_BY_COMPARE | {"seed", "peak_lr", "amp"}
     cpu = dataclasses.asdict(preset("cpu-30min"))
     assert {k: v for k, v in rec["recipe"].items() if k not in ours} == {
         k: v for k, v in cpu.items() if k not in ours}
     assert rec["budget_s"] == cpu["time_budget_s"] == 1797 and rec["val_sentences"] == 1014
     assert rec["rnn"]["clip"] == 0.0 and not cpu["clip_grad_norm"]        # neither clips
     assert run["precision"] == "float32" and run["training_seconds"] >= rec["budget_s"]
+    if path.parent.name == "rematch-xeon":                  # every run there: --no-amp, named CPU
+        assert rec["recipe"]["amp"] is False and "kernels" in rec["cpu"]
     if m[1]:
         width = int(m[1])
         assert run["model"] == "gru" and rec["rnn"]["d_hidden"] == rec["rnn"]["d_attn"] == width
         assert rec["rnn"]["peak_lr"] == float(m[2]) and rec["recipe"]["seed"] == int(m[3] or 0)
         assert run["parameters"] == counts(preset("cpu-30min"), d_hidden=width, d_attn=width)[0]
     else:
-        assert run["model"] == "transformer" and rec["recipe"]["seed"] == int(m[4])
+        assert run["model"] == "transformer" and rec["recipe"]["seed"] == int(m[5] or 0)
+        assert rec["recipe"]["peak_lr"] == float(m[4] or 2e-3)
         assert run["parameters"] == counts(preset("cpu-30min"))[1]
