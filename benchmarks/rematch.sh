@@ -5,16 +5,17 @@
 # model, alone on the machine (one run at a time: two would share the cores), on validation only.
 # Neither model clips its gradients (--rnn-clip 0), as the recipe trains the Transformer. Each run
 # trains one model, so a trial of the GRU at seed 0 is also the GRU's half of the seed-0 pair.
-#   bash benchmarks/rematch.sh trials          the GRU alone at d_h = d_a = 344 (the Transformer's
-#                                              size) and 448, three peak learning rates each
-#                                              -> results/rematch/gru-WIDTH-lrLR.json
-#   bash benchmarks/rematch.sh final W LR      the second seed of the pair: the chosen GRU (best
-#                                              validation greedy BLEU of the trials) and the
-#                                              Transformer at seed 1 (seed 0: the trial and
-#                                              transformer-seed0)
+#   bash benchmarks/rematch.sh trials          both models at three peak learning rates each
+#                                              (LRS), seed 0, the GRU at d_h = d_a = 344 (the
+#                                              Transformer's size) -> gru-344-lrLR.json and
+#                                              transformer-lrLR.json
+#   bash benchmarks/rematch.sh final LR TLR    the second seed of the pair: the GRU at its chosen
+#                                              peak LR and the Transformer at its TLR (each the
+#                                              best validation greedy BLEU of its trials)
 #   bash benchmarks/rematch.sh RUN...          single runs by name: gru-344-lr2e-3 (seed 0),
-#                                              gru-344-lr2e-3-seed1, transformer-seed0 (the
-#                                              recipe's peak), transformer-lr3e-3[-seed1]
+#                                              gru-344-lr2e-3-seed1, gru-448-lr3e-3,
+#                                              transformer-lr1e-3[-seed1], transformer-seed0 (the
+#                                              recipe's peak)
 # Every run trains in float32 (--no-amp): a CPU with bfloat16 instructions would otherwise train
 # under autocast, and runs on two machines would differ in precision as well as speed. Records go
 # to results/rematch/, or to REMATCH_DIR (one folder per machine: runs on two machines are not
@@ -24,7 +25,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUDGET="--budget-s 1797 --rnn-clip 0 --no-progress --no-amp"
 OUT=${REMATCH_DIR:-results/rematch}
-WIDTHS=(344 448)
 LRS=(1e-3 2e-3 3e-3)
 mkdir -p "$OUT"
 one() {  # gru-WIDTH-lrLR[-seedS] | transformer-seedS
@@ -43,14 +43,15 @@ one() {  # gru-WIDTH-lrLR[-seedS] | transformer-seedS
     echo "bad run name $name" >&2; exit 2
   fi
 }
-case ${1:?"trials | final WIDTH LR | flops | RUN..."} in
+case ${1:?"trials | final LR TLR | flops | RUN..."} in
   trials)
-    for w in "${WIDTHS[@]}"; do for lr in "${LRS[@]}"; do one "gru-$w-lr$lr"; done; done ;;
+    for lr in "${LRS[@]}"; do one "gru-344-lr$lr"; done
+    for lr in "${LRS[@]}"; do one "transformer-lr$lr"; done ;;
   final)
-    w=${2:?final needs WIDTH LR} lr=${3:?final needs WIDTH LR}
-    one "gru-$w-lr$lr-seed1"; one transformer-seed1 ;;
+    lr=${2:?final needs LR TLR} tlr=${3:?final needs LR TLR}
+    one "gru-344-lr$lr-seed1"; one "transformer-lr$tlr-seed1" ;;
   flops)
-    python benchmarks/update_flops.py --rnn-hidden "${WIDTHS[@]}" \
+    python benchmarks/update_flops.py --rnn-hidden 344 448 \
       --json "$OUT/update-flops.json" ;;
   *) for name in "$@"; do one "$name"; done ;;
 esac
