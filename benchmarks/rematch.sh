@@ -27,7 +27,7 @@ BUDGET="--budget-s 1797 --rnn-clip 0 --no-progress --no-amp"
 OUT=${REMATCH_DIR:-results/rematch}
 LRS=(1e-3 2e-3 3e-3)
 mkdir -p "$OUT"
-one() {  # gru-WIDTH-lrLR[-seedS] | transformer-seedS
+one() {  # gru-WIDTH-lrLR[-seedS] | transformer[-lrLR][-seedS]
   local name=$1 lr
   # shellcheck disable=SC2086
   if [[ $name =~ ^gru-([0-9]+)-lr([0-9.e-]+[0-9])(-seed([0-9]+))?$ ]]; then
