@@ -95,8 +95,8 @@ class Recipe:
 # vocabulary (results/tuning-2x2/) and its peak learning rate 1e-3 (against 2e-3 and 3e-3, in
 # float32 on a 2-core Intel Xeon: results/rematch-xeon/) were chosen on the validation split from
 # thirty-minute runs; it is watched (validation loss and greedy BLEU after every epoch, the
-# training clock paused) and keeps its epochs' weights for chapter 18's figures. The earlier 3+3 recipe with all three
-# dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
+# training clock paused) and keeps its epochs' weights for chapter 18's figures. The earlier
+# 3+3 recipe with all three dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
 # Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of
 # compute capability 8.0+). Compiling pays inside a budget only if the compiled updates catch up
 # with the eager ones before it ends, and on a GPU they did not: on an H200 (2026-11-28, d71383a,
