@@ -75,7 +75,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     # book's repository at the commit that added this file (a commit, like every address here: a
     # branch moves on).
     DataFile("pretrained/multi30k-de-en-cpu.pt",
-             "8960b48493da429631a5fa863151d9851d2b62e4abbc91678a389fe3fbb6d11f",
+             "857fd692f6d6c2ad47c46c80e43303242c29b77f24f26bc8824a61c1ea2e5d64",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
              "3f1039f8cc73470ece2970f6c4de54280e761028/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
