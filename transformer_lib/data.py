@@ -77,7 +77,7 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
     DataFile("pretrained/multi30k-de-en-cpu.pt",
              "857fd692f6d6c2ad47c46c80e43303242c29b77f24f26bc8824a61c1ea2e5d64",
              "https://raw.githubusercontent.com/attention-derived/attention-derived/"
-             "3f1039f8cc73470ece2970f6c4de54280e761028/pretrained/multi30k-de-en-cpu.pt"),
+             "7aef484c8a04b0e8f4b4bc2e5a8b936deeb38f81/pretrained/multi30k-de-en-cpu.pt"),
     DataFile("tatoeba_fra_eng/fra-eng.zip",
              "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/"
