@@ -2,7 +2,7 @@
 # Full thirty-minute runs of variants of the earlier cpu-30min recipe (3+3 layers, dropout 0.1 in all
 # three places), chosen on the validation split only; layers_2_residual_dropout won and became the
 # recipe (its record is results/tuning/layers_2_residual_dropout.json). Every trial names its layers
-# and dropouts; THEN pins what the preset was then (8,000 tokens, not watched), before
+# and dropouts; THEN pins what the preset was then (8,000 tokens, peak 2e-3, not watched), before
 # results/tuning-2x2/ (benchmarks/recipe_trials.sh) changed it.
 # Each TRIAL is `python -m transformer_lib.train --preset cpu-30min` with the changes below, on all
 # the machine's cores for the preset's whole time budget (1,797 s of training), then a sweep of the
@@ -14,7 +14,7 @@
 # were the rows that beat the recipe on both seeds while also training faster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-THEN="--vocab-size 8000 --eval-every 0 --eval-beam --keep-snapshots 0"
+THEN="--vocab-size 8000 --eval-every 0 --eval-beam --keep-snapshots 0 --peak-lr 2e-3"
 declare -A TRIALS=(
   [layers_2_dropout_0]="--n-layers 2 --dropout 0 --attn-dropout 0 --ffn-dropout 0"
   [layers_2_residual_dropout]="--n-layers 2 --dropout 0.1 --attn-dropout 0 --ffn-dropout 0"

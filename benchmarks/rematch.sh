@@ -15,7 +15,8 @@
 #   bash benchmarks/rematch.sh RUN...          single runs by name: gru-344-lr2e-3 (seed 0),
 #                                              gru-344-lr2e-3-seed1, gru-448-lr3e-3,
 #                                              transformer-lr1e-3[-seed1], transformer-seed0 (the
-#                                              recipe's peak)
+#                                              recipe's peak: 1e-3 now, 2e-3 when results/rematch/
+#                                              ran)
 # Every run trains in float32 (--no-amp): a CPU with bfloat16 instructions would otherwise train
 # under autocast, and runs on two machines would differ in precision as well as speed. Records go
 # to results/rematch/, or to REMATCH_DIR (one folder per machine: runs on two machines are not

@@ -29,7 +29,8 @@ SET_BY_COMPARE = {"time_budget_s", "epochs", "max_steps", "average_last", "keep_
                   "checkpoint_every", "eval_every", "eval_beam", "eval_sentences", "out_dir",
                   "progress"}
 # cpu-30min before 2+2 layers and 4,000 tokens
-EARLIER = {"n_layers": 3, "attn_dropout": 0.1, "ffn_dropout": 0.1, "vocab_size": 8000}
+EARLIER = {"n_layers": 3, "attn_dropout": 0.1, "ffn_dropout": 0.1, "vocab_size": 8000,
+           "peak_lr": 2e-3}
 SIZES_2X2 = {"d_hidden": 344, "d_attn": 344}
 
 

@@ -433,9 +433,11 @@ def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
     root = Path(__file__).resolve().parents[1]
     rec = json.loads((root / "results" / "multi30k-cpu-30min.json").read_text())
     where = ("progress", "log_every", "out_dir", "results")   # where the run wrote, not what it ran
-    recorded = {k: v for k, v in rec["recipe"].items() if k not in where}
+    recorded = {k: v for k, v in rec["recipe"].items() if k not in (*where, "amp")}
     assert recorded == {k: v for k, v in dataclasses.asdict(preset("cpu-30min")).items()
                         if k in recorded}
+    # --no-amp: float32, the precision its learning rate was chosen in (results/rematch-xeon)
+    assert rec["recipe"]["amp"] is False and rec["precision"] == "float32"
     assert (rec["training_seconds"] <= 1800 and rec["git_commit"]
             and not rec["git_commit"].endswith("-dirty"))
     assert set(dataclasses.asdict(preset("cpu-30min"))) - set(rec["recipe"]) == set()
@@ -451,7 +453,8 @@ def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
 
 # the cpu-30min recipe before results/tuning-2x2/ chose 4,000 tokens and the run was watched; and
 # the recipe fields added after the earlier records were made
-BEFORE_2X2 = {"vocab_size": 8000, "eval_every": 0, "eval_beam": True}
+BEFORE_2X2 = {"vocab_size": 8000, "eval_every": 0, "eval_beam": True,
+              "peak_lr": 2e-3}          # the peak until results/rematch-xeon chose 1e-3
 NEW_FIELDS = ("keep_snapshots",)
 # the cpu-30min recipe before results/tuning/ chose two layers and the paper's dropout only
 EARLIER_CPU_RECIPE = {"n_layers": 3, "dropout": 0.1, "attn_dropout": 0.1, "ffn_dropout": 0.1,
