@@ -92,7 +92,7 @@ def test_records_dir_without_records_says_what_to_do(tmp_path, monkeypatch):
 
 # Chapter 18's cells that read records, and what each prints from them.
 RECORD_CELLS = {"9b981269": "test_2016_flickr (1000 sentences)",     # the 30-minute run
-                "d52ab39b": "rate held (",                            # its log, watched
+                "8c9322d0": "rate held (",                            # its log, watched
                 "1c9d2e14": "measured when the file was made",        # the shipped file's scores
                 "72df7dd0": "validation split, ",                     # the length-penalty sweep
                 "e18a0002": "German subwords",                        # the test translations
