@@ -61,7 +61,9 @@ if missing:
         why = [s.strip() for s in err.splitlines()
                if s.strip().startswith(("fatal:", "ERROR:", "error: pathspec"))]
         raise RuntimeError(f"Could not install transformer_lib {{REF}} from {{URL}} (is this "
-                           f"runtime online, and is {{REF}} a tag or branch there?): "
+                           f"runtime online, and is {{REF}} a tag or branch there? A copy "
+                           "published from main alone has no tags until `make tags` and `git "
+                           "push origin --tags` make them): "
                            + " ".join(why or err.strip().splitlines()[-1:]))
     importlib.invalidate_caches()
     print(f"Installed transformer_lib {{REF}} from {{URL}} (missing: {{', '.join(missing)}}).")'''

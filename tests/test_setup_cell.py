@@ -17,6 +17,9 @@ import transformer_lib
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = f"v{VERSION}"                                     # the release the notebooks pin
+# What the error adds about tags: a copy published from main alone has none until `make tags`.
+NO_TAGS = ("A copy published from main alone has no tags until `make tags` and `git push origin "
+           "--tags` make them")
 PIP_CALL = [sys.executable, "-m", "pip", "install", "-q", "--upgrade",
             f"transformer-lib[colab] @ git+{REPO_URL}@{TAG}"]
 PIP_CALL_MAIN = PIP_CALL[:-1] + [f"transformer-lib[colab] @ git+{REPO_URL}@main"]
@@ -94,7 +97,7 @@ def test_repairs_another_version(tmp_path):
 
 
 FAILED = (f"RuntimeError: Could not install transformer_lib {TAG} from {REPO_URL} (is this runtime "
-          f"online, and is {TAG} a tag or branch there?): ")
+          f"online, and is {TAG} a tag or branch there? {NO_TAGS}): ")
 
 
 def test_a_failed_install_is_one_clear_error():
@@ -133,7 +136,7 @@ def test_an_unreachable_repository_with_real_pip(colour):
     last = err.strip().splitlines()[-1]
     assert rc != 0 and printed == [] and "CalledProcessError" not in err
     assert last.startswith(f"RuntimeError: Could not install transformer_lib {TAG} from {url} (is "
-                           f"this runtime online, and is {TAG} a tag or branch there?): ")
+                           f"this runtime online, and is {TAG} a tag or branch there? {NO_TAGS}): ")
     assert "fatal:" in last or "ERROR:" in last, last
     assert "\x1b" not in last
 
@@ -245,7 +248,8 @@ def test_a_missing_tag_with_real_pip_is_one_clear_error(tmp_path):
     last = err.strip().splitlines()[-1]
     assert rc != 0 and printed == [] and "CalledProcessError" not in err
     assert last.startswith(f"RuntimeError: Could not install transformer_lib {TAG} from {url} (is "
-                           f"this runtime online, and is {TAG} a tag or branch there?): "), last
+                           f"this runtime online, and is {TAG} a tag or branch there? "
+                           f"{NO_TAGS}): "), last
     assert "pathspec" in last and TAG in last, last
     assert not (tmp_path / "target").exists()
 
