@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from transformer_lib.engineering import autocast
+from transformer_lib.engineering import amp_settings, autocast
 from transformer_lib.masking import make_causal_mask
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.positional import sinusoidal_encoding
@@ -103,13 +103,16 @@ def make_batch(batch, src_len, tgt_len, vocab, device, seed=0):
 
 def train_step_fn(model, opt, batch, autocast_dtype, device_type):
     src, tgt_in, labels = batch
+    # float16 (a GPU older than compute capability 8.0) needs a gradient scaler; bfloat16 does not
+    scaler = torch.amp.GradScaler(device_type, enabled=autocast_dtype == torch.float16)
 
     def step():
         with autocast(device_type, autocast_dtype):
             logits = model(src, tgt_in)
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=PAD)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
         opt.zero_grad(set_to_none=True)
         return loss
 
@@ -169,7 +172,7 @@ def main(argv=None):
     rounds, iters, warmup = (a.rounds or (10 if cuda else 5), a.iters or (10 if cuda else 2),
                              a.warmup or (10 if cuda else 2))
     modes = (a.modes or ("eager,compile" if cuda else "eager")).split(",")
-    autocast_dtype = torch.bfloat16 if cuda else None
+    autocast_dtype = amp_settings(a.device)[0] if cuda else None    # the book's rule (A4)
     device = torch.device(a.device)
     d_model, n_heads, n_layers, d_ff = SIZES[size]
     cfg = TransformerConfig.base(vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
@@ -184,7 +187,7 @@ def main(argv=None):
     name = (torch.cuda.get_device_name() if cuda
             else f"CPU ({cpu}, {torch.get_num_threads()} threads)")
     print(f"device: {name}; torch {torch.__version__}; precision: "
-          f"{'bf16 autocast' if cuda else 'float32'}")
+          f"{str(autocast_dtype).removeprefix('torch.') + ' autocast' if cuda else 'float32'}")
     print(f"model: {size} (d_model {d_model}, {n_heads} heads, {n_layers}+{n_layers} layers, d_ff "
           f"{d_ff}), vocab {vocab} shared and tied, dropout {a.dropout} in both models, "
           f"{'pre-LN' if a.norm_first else 'post-LN'}")
