@@ -45,5 +45,5 @@ def _check_token_ids(tokens) -> None:
 
 def _check_sizes(**sizes) -> None:
     for name, val in sizes.items():
-        if not isinstance(val, int) or isinstance(val, bool) or val < 0:
+        if not isinstance(val, (int, torch.SymInt)) or isinstance(val, bool) or val < 0:
             raise ValueError(f"{name} must be an int >= 0, got {val!r}")

@@ -90,7 +90,7 @@ def _check_positions(module: nn.Module, x, offset) -> None:
         got = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must have shape (..., L, d_model={d_model}), got {got}")
     length = x.size(-2)
-    if not isinstance(offset, int) or offset < 0:
+    if not isinstance(offset, (int, torch.SymInt)) or isinstance(offset, bool) or offset < 0:
         raise ValueError(f"offset must be a non-negative int, got {offset!r}")
     if offset + length > max_len:
         raise ValueError(f"positions {offset}..{offset + length - 1} do not fit the positional "
