@@ -14,7 +14,7 @@ export TRANSFORMER_LIB_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
-.PHONY: setup export book test test-kernels lint unit nbval browser-check clean
+.PHONY: setup export book test test-kernels lint unit nbval browser-check clean translator serve tags
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,9 +34,24 @@ $(MATHJAX):
 export: setup
 	$(VENV)/bin/nbdev-export
 
+# The page "Try the translator" (book/translator.md) runs the translator in the browser: ONNX
+# Runtime Web and tokenizers.js, pinned in book/translator/package-lock.json and installed from npm,
+# and the shipped translator exported by `python -m transformer_lib.export`, all copied into
+# book/_static/translator/ (book/translator/build_assets.py); nothing is loaded from another host.
+TRANSLATOR_VENDOR := book/_static/translator/vendor/ort.wasm.min.mjs
+TRANSLATOR_MODEL := book/_static/translator/model/manifest.json
+$(TRANSLATOR_VENDOR): book/translator/package.json book/translator/package-lock.json
+	npm ci --silent --no-audit --no-fund --prefix book/translator
+	$(PY) book/translator/build_assets.py vendor
+
+$(TRANSLATOR_MODEL): pretrained/multi30k-de-en-cpu.pt transformer_lib/export.py book/translator/build_assets.py | setup
+	$(PY) book/translator/build_assets.py model
+
+translator: $(TRANSLATOR_VENDOR) $(TRANSLATOR_MODEL)
+
 # The kernels that execute the notebooks draw figures inline (the Agg backend exported above, for
 # nbval and scripts, would leave the pages without their figures).
-book: export $(MATHJAX)
+book: export $(MATHJAX) translator
 	MPLBACKEND=module://matplotlib_inline.backend_inline \
 	$(VENV)/bin/jupyter-book build . --config book/_config.yml --toc book/_toc.yml \
 	  --path-output book -W -n --keep-going
@@ -52,8 +67,18 @@ lint: setup
 # per process made small models 5-9x slower than one thread did. TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 2
 TEST_THREADS ?= 1
-test: setup lint
+test: setup lint translator
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest tests notebooks --nbval-lax --nbval-current-env \
+	  -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
+
+# The two halves of `make test`, for a faster loop: the library's tests (tests/, a few minutes) and
+# nbval executing every notebook.
+unit: setup lint
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) \
+	  --dist loadfile --durations=15
+
+nbval: setup
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest notebooks --nbval-lax --nbval-current-env \
 	  -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The same suite under PyTorch's other CPU kernel sets (ATEN_CPU_CAPABILITY): they add floating-point
@@ -66,9 +91,18 @@ test-kernels: setup lint
 	  ATEN_CPU_CAPABILITY=$$k $(MAKE) --no-print-directory test || exit 1; done
 
 # Loads every page of the built site in headless Chromium (see book/check_site.py); screenshots go
-# to /tmp/site_shots. Exits non-zero on any failure.
+# to /tmp/site_shots. Then drives the page "Try the translator" against the PyTorch translator
+# (book/check_translator.py: tokens, translations, attention, bad input). Exits non-zero on any
+# failure.
 browser-check: book
 	$(PY) book/check_site.py book/_build/html
+	$(PY) book/check_translator.py book/_build/html
+
+# The built site on http://127.0.0.1:8000 (WebAssembly is not loaded from file://), cross-origin
+# isolated so that the translator may use more than one thread. PORT=8001 for another port.
+PORT ?= 8000
+serve:
+	$(PY) book/serve.py book/_build/html --port $(PORT)
 
 # The book as one PDF, offline: builds the site, then headless Chromium prints it in the order of
 # book/_toc.yml (see book/make_pdf.py) -> book/_build/pdf/attention-derived.pdf
@@ -76,5 +110,12 @@ browser-check: book
 pdf: book
 	$(PY) book/make_pdf.py book/_build/html -o book/_build/pdf/attention-derived.pdf
 
+# The release tags v0.2.0, v0.3.0, ... that a repository published from `main` alone lacks: each is
+# made at the commit where its release was made (tools/release_tags.py); `git push origin --tags`
+# then publishes them, and the notebooks' set-up cells find the tags they install.
+tags:
+	$(PYTHON) tools/release_tags.py
+
 clean:
-	rm -rf book/_build book/_static/mathjax .pytest_cache
+	rm -rf book/_build book/_static/mathjax book/_static/translator/vendor book/_static/translator/model \
+	  book/translator/node_modules .pytest_cache
