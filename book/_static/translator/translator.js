@@ -315,7 +315,8 @@ function heatmap(matrix, rowLabels, colLabels, { cell = 22, labels = true, onHov
   const Q = matrix.length, K = matrix[0].length;
   const left = labels ? 8 + 7 * Math.max(...rowLabels.map(s => s.length), 1) : 0;
   const top = labels ? 8 + 7 * Math.max(...colLabels.map(s => s.length), 1) : 0;
-  const root = svg("svg", { width: left + K * cell, height: top + Q * cell, role: "img",
+  const right = labels ? Math.ceil(top / 2) : 0;       // room for the last tilted column label
+  const root = svg("svg", { width: left + K * cell + right, height: top + Q * cell, role: "img",
                             class: "ad-heatmap" });
   const rows = [];
   for (let q = 0; q < Q; q++) {
