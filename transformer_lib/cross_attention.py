@@ -18,7 +18,7 @@ __all__ = ['attention_columns', 'attention_rows']
 # %% ../notebooks/04_cross_attention.ipynb #f6728048
 def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor,
                       W_V: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The column form C = Attn(X, X') of cross-attention (chapter 04; one token per column).
+    """The column form C = Attn(X', X) of cross-attention (chapter 04; one token per column).
 
     H_q: (D, t), decoder inputs X' (one token per column, the queries); H_kv: (D, m), encoder inputs
     X (keys and values); W_Q, W_K: (d_k, D); W_V: (d_v, D). c_{:j} = V softmax(K^T q_{:j} /
