@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -86,6 +87,7 @@ class Recipe:
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
     log_every: int = 10           # updates between log records (loss, learning rate, tokens/s)
+    export_web: str = ""  # also export the translator for the book's browser page here ("" = no)
 
 
 # Changes to the defaults, which are the "gpu" recipe. "cpu-tiny" is the half-minute run chapter 18
@@ -100,12 +102,12 @@ class Recipe:
 # Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of
 # compute capability 8.0+). Compiling pays inside a budget only if the compiled updates catch up
 # with the eager ones before it ends, and on a GPU they did not: on an H200 (2026-11-28, d71383a,
-# ../shared/gpu-runs-2026-11-28/gpu-5min.history.json) the compiled gpu recipe spent 161 s of its
+# results/gpu-2026-11-28/gpu-5min.history.json) the compiled gpu recipe spent 161 s of its
 # 300 s in the three windows where its 6 batch shapes (results/batch-shapes-gpu-presets.json) were
 # compiled, then ran at 46.8 ms an update; eager, the same recipe ran at 46.1 ms an update on an
 # H200 it shared with a second run (results/gpu-parity.json, seed 0). For the 161 s to pay within
-# 300 s, eager updates would have to take 101 ms or more. On the CPU compiling never pays
-# (engineering.no_compile_reason).
+# 300 s, eager updates would have to take 101 ms or more. On the CPU no preset compiles
+# (engineering.no_compile_reason says why).
 PRESETS: dict[str, dict] = {
     "gpu": dict(),
     "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2,
@@ -131,7 +133,7 @@ PRESETS: dict[str, dict] = {
 RUN_ONLY = frozenset({"epochs", "time_budget_s", "max_steps", "checkpoint_every", "eval_every",
                       "eval_sentences", "eval_beam", "test_sentences", "keep_snapshots",
                       "beam_size", "length_penalty", "device", "amp", "compile", "out_dir",
-                      "results", "progress", "log_every"})
+                      "results", "progress", "log_every", "export_web"})
 
 
 def resume_keys() -> tuple[str, ...]:
@@ -238,6 +240,9 @@ def validate_recipe(r: Recipe) -> None:
         raise RecipeError(f"seed must be in [0, 2**31), got {r.seed}")
     if not r.out_dir.strip():
         raise RecipeError("out_dir must name a directory, got an empty string")
+    if r.export_web and importlib.util.find_spec("onnxruntime") is None:
+        raise RecipeError("export_web needs ONNX Runtime, which is not installed: pip install "
+                          '"transformer-lib[export]"')
     _check_device(r.device)
 
 

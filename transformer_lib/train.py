@@ -614,6 +614,12 @@ def finalize(s: RunResult) -> RunResult:
                                                          test[1]["hypotheses"])],
                    indent=1)
         write_json(results_path(r), results)
+        if r.export_web:                  # the format of the page "Try the translator" (A8)
+            from .export import export_translator
+            export_translator(s.model, s.tokenizer, r.export_web, beam_size=r.beam_size,
+                              alpha=r.length_penalty, info={"record": str(results_path(r)),
+                                                            "git_commit": s.commit,
+                                                            "weights": chosen})
         report_files(r)
     barrier(s.world_size)
     s.model.check_inputs = True                   # whoever uses the model next gets the checks back
