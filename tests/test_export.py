@@ -301,3 +301,20 @@ def test_the_package_imports_neither_the_module_nor_the_extra():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == [[], []]
+
+
+def test_the_train_commands_export_flag_is_taken_out_before_the_recipe(monkeypatch):
+    """`python -m transformer_lib.train --export-web DIR`: the flag leaves the recipe's flags
+    alone, and without ONNX Runtime it is refused before any training."""
+    import importlib.util as util
+
+    from transformer_lib.recipe import RecipeError
+    from transformer_lib.train import _export_flag
+    assert _export_flag(["--preset", "cpu-tiny", "--export-web", "web", "--no-amp"]) == (
+        "web", ["--preset", "cpu-tiny", "--no-amp"])
+    assert _export_flag(["--preset", "cpu-tiny"]) == (None, ["--preset", "cpu-tiny"])
+    real = util.find_spec
+    monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "onnxruntime"
+                        else real(name, *a))
+    with pytest.raises(RecipeError, match="export"):
+        _export_flag(["--export-web", "web"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -87,7 +86,6 @@ class Recipe:
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
     log_every: int = 10           # updates between log records (loss, learning rate, tokens/s)
-    export_web: str = ""  # also export the translator for the book's browser page here ("" = no)
 
 
 # Changes to the defaults, which are the "gpu" recipe. "cpu-tiny" is the half-minute run chapter 18
@@ -133,7 +131,7 @@ PRESETS: dict[str, dict] = {
 RUN_ONLY = frozenset({"epochs", "time_budget_s", "max_steps", "checkpoint_every", "eval_every",
                       "eval_sentences", "eval_beam", "test_sentences", "keep_snapshots",
                       "beam_size", "length_penalty", "device", "amp", "compile", "out_dir",
-                      "results", "progress", "log_every", "export_web"})
+                      "results", "progress", "log_every"})
 
 
 def resume_keys() -> tuple[str, ...]:
@@ -240,9 +238,6 @@ def validate_recipe(r: Recipe) -> None:
         raise RecipeError(f"seed must be in [0, 2**31), got {r.seed}")
     if not r.out_dir.strip():
         raise RecipeError("out_dir must name a directory, got an empty string")
-    if r.export_web and importlib.util.find_spec("onnxruntime") is None:
-        raise RecipeError("export_web needs ONNX Runtime, which is not installed: pip install "
-                          '"transformer-lib[export]"')
     _check_device(r.device)
 
 
@@ -268,7 +263,11 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
     p = argparse.ArgumentParser(prog="python -m transformer_lib.train",
                                 description="Train the Multi30k German→English Transformer of "
                                             "chapter 18. Defaults shown are the gpu recipe's; a "
-                                            "preset changes some.")
+                                            "preset changes some.",
+                                epilog="--export-web DIR: also export the trained translator "
+                                       "into DIR for the book's page 'Try the translator' "
+                                       "(python -m transformer_lib.export's format; the "
+                                       "[export] extra).")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="start from a preset (default: the gpu recipe)")
     p.add_argument("--config", help="JSON or TOML file of recipe keys")

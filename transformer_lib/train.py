@@ -6,8 +6,10 @@
 record, files); `translate`; `python -m transformer_lib.train --help`. Needs the [nlp] extra."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
+import importlib.util
 import math
 import statistics
 import sys
@@ -102,8 +104,8 @@ __all__ = ['MAX_LEN', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_
            'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'compile_choice',
            'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'save',
            'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged', 'named_remedies',
-           'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files', 'main', 'live_preset',
-           'run_report']
+           'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files', 'main', 'export_web',
+           'live_preset', 'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -614,12 +616,6 @@ def finalize(s: RunResult) -> RunResult:
                                                          test[1]["hypotheses"])],
                    indent=1)
         write_json(results_path(r), results)
-        if r.export_web:                  # the format of the page "Try the translator" (A8)
-            from .export import export_translator
-            export_translator(s.model, s.tokenizer, r.export_web, beam_size=r.beam_size,
-                              alpha=r.length_penalty, info={"record": str(results_path(r)),
-                                                            "git_commit": s.commit,
-                                                            "weights": chosen})
         report_files(r)
     barrier(s.world_size)
     s.model.check_inputs = True                   # whoever uses the model next gets the checks back
@@ -698,8 +694,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line: `python -m transformer_lib.train [--preset P] [--config FILE] [--flags]
     [--resume]`."""
     try:
+        export_dir, argv = _export_flag(argv)
         recipe, resume = parse_args(argv)
         result = run(recipe, resume=resume)
+        if export_dir and "test_2016_flickr" in result.results:          # process 0 only
+            export_web(result, export_dir)
     except (RecipeError, DataError, CheckpointError, FloatingPointError, OSError) as e:
         # the user's to fix
         print("error: " + " ".join(str(e).split()), file=sys.stderr)      # one line, no traceback
@@ -717,6 +716,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f1
+def _export_flag(argv: Sequence[str] | None) -> tuple[str | None, list[str]]:
+    """`--export-web DIR`, taken out of the command line before the recipe's flags are read:
+    (DIR or None, the other arguments). Without ONNX Runtime it is refused before training."""
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    p.add_argument("--export-web", default=None)
+    args, rest = p.parse_known_args(sys.argv[1:] if argv is None else list(argv))
+    if args.export_web is not None and importlib.util.find_spec("onnxruntime") is None:
+        raise RecipeError("--export-web needs ONNX Runtime, which is not installed: pip install "
+                          '"transformer-lib[export]"')
+    return args.export_web, rest
+
+
+def export_web(result: RunResult, folder) -> dict:
+    """Export a finished run's translator into `folder` for the page "Try the translator"
+    (appendix A8), decoding with the run's beam size and length penalty; returns the manifest."""
+    from transformer_lib.export import export_translator
+    r = result.recipe
+    manifest = export_translator(unwrap_model(result.model), result.tokenizer, folder,
+                                 beam_size=r.beam_size, alpha=r.length_penalty,
+                                 info={"record": str(results_path(r)),
+                                       "git_commit": result.commit,
+                                       "weights": result.results.get("weights")})
+    print(f"exported for the page 'Try the translator': {Path(folder).resolve()}")
+    return manifest
+
+
 def live_preset(full: bool = False, device: str | torch.device | None = None) -> str:
     """The preset chapter 18's live training cell runs on `device` (by default where `run` trains
     the GPU presets: a CUDA GPU if there is one, else a Mac's GPU, else the CPU): on a CUDA GPU, a
