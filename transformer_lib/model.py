@@ -105,74 +105,62 @@ class Transformer(nn.Module):
         # (B, L, d_model)
         return positions(embedding(tokens) * math.sqrt(self.config.d_model), offset)
 
-# %% ../notebooks/11_model.ipynb #b7e2c9d4
-def _src_mask(self, src, src_mask):
-    _check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src",
-                  values=self.check_inputs)                 # see "Engineering"
-    # (B, 1, 1, L_s)
-    return make_padding_mask(src, self.config.pad_id) if src_mask is None else src_mask
+    def _src_mask(self, src, src_mask):
+        _check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src",
+                      values=self.check_inputs)                 # see "Engineering"
+        # (B, 1, 1, L_s)
+        return make_padding_mask(src, self.config.pad_id) if src_mask is None else src_mask
 
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+        src_mask = self._src_mask(src, src_mask)
+        # (B, L_s, d_model)
+        return self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
 
-def _encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
-    src_mask = self._src_mask(src, src_mask)
-    # (B, L_s, d_model)
-    return self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
+               tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+        c = self.config
+        offset = 0 if cache is None else cache.get("offset", 0)
+        _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
+        _check_batch(memory, "memory", tgt, "tgt")
+        y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
+        # tgt_mask None: causal; (B, L_t, d_model)
+        h = self.decoder(y, memory, tgt_mask, src_mask, cache)
+        if cache is not None:
+            cache["offset"] = offset + tgt.shape[1]
+        return self.output_projection(h)                                       # (B, L_t, V_tgt)
 
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
+                tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
+        src_mask = self._src_mask(src, src_mask)
+        _check_batch(tgt, "tgt", src, "src")
+        # (B, L_s, d_model)
+        memory = self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
+        return self.decode(tgt, memory, src_mask, tgt_mask)                        # (B, L_t, V_tgt)
 
-def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
-            tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-    c = self.config
-    offset = 0 if cache is None else cache.get("offset", 0)
-    _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
-    _check_batch(memory, "memory", tgt, "tgt")
-    y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
-    # tgt_mask None: causal; (B, L_t, d_model)
-    h = self.decoder(y, memory, tgt_mask, src_mask, cache)
-    if cache is not None:
-        cache["offset"] = offset + tgt.shape[1]
-    return self.output_projection(h)                                       # (B, L_t, V_tgt)
-
-
-def _forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
-             tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
-    src_mask = self._src_mask(src, src_mask)
-    _check_batch(tgt, "tgt", src, "src")
-    # (B, L_s, d_model)
-    memory = self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
-    return self.decode(tgt, memory, src_mask, tgt_mask)                        # (B, L_t, V_tgt)
-
-
-Transformer._src_mask, Transformer.encode = _src_mask, _encode
-Transformer.decode, Transformer.forward = _decode, _forward
+    def _reset_parameters(self) -> None:
+        """Xavier-uniform weight matrices (W_Q, W_K, W_V with gain 1/sqrt(2)), zero
+        attention biases, FFN biases as nn.Linear makes them, normal embeddings with std
+        d_model^-1/2: nn.Transformer's initialisation (stated in chapter 11)."""
+        d = self.config.d_model
+        ffn_linears = {lin for m in self.modules() if isinstance(m, PositionwiseFeedForward)
+                       for lin in (m.w_1, m.w_2)}
+        for module in self.modules():
+            if isinstance(module, nn.Embedding) or module is self.output_projection:
+                nn.init.normal_(module.weight, std=d ** -0.5)
+            elif isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+            if (isinstance(module, nn.Linear) and module.bias is not None
+                and module not in ffn_linears):          # FFN biases keep U(+-fan_in^-1/2)
+                nn.init.zeros_(module.bias)
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):   # [W_Q; W_K; W_V]: each d x d, the bound
+                for block in module.in_proj.weight.detach().chunk(3, dim=0):   # of one 3d x d
+                    nn.init.xavier_uniform_(block, gain=QKV_INIT_GAIN)
 
 # %% ../notebooks/11_model.ipynb #d9b3e5f1
 # W_Q, W_K, W_V start at Xavier's bound times this (chapter 11, "Initialisation"): 1/sqrt(2) is
 # the bound of one (3 d_model, d_model) Xavier matrix, nn.Transformer's and fairseq's choice
 QKV_INIT_GAIN = 2 ** -0.5
-
-
-def _reset_parameters(self) -> None:
-    """Xavier-uniform weight matrices (W_Q, W_K, W_V with gain 1/sqrt(2)), zero
-    attention biases, FFN biases as nn.Linear makes them, normal embeddings with std
-    d_model^-1/2: nn.Transformer's initialisation (stated in chapter 11)."""
-    d = self.config.d_model
-    ffn_linears = {lin for m in self.modules() if isinstance(m, PositionwiseFeedForward)
-                   for lin in (m.w_1, m.w_2)}
-    for module in self.modules():
-        if isinstance(module, nn.Embedding) or module is self.output_projection:
-            nn.init.normal_(module.weight, std=d ** -0.5)
-        elif isinstance(module, nn.Linear):
-            nn.init.xavier_uniform_(module.weight)
-        if (isinstance(module, nn.Linear) and module.bias is not None
-            and module not in ffn_linears):          # FFN biases keep U(+-fan_in^-1/2)
-            nn.init.zeros_(module.bias)
-    for module in self.modules():
-        if isinstance(module, MultiHeadAttention):   # [W_Q; W_K; W_V]: each d x d, the bound
-            for block in module.in_proj.weight.detach().chunk(3, dim=0):   # of one 3d x d
-                nn.init.xavier_uniform_(block, gain=QKV_INIT_GAIN)
-
-
-Transformer._reset_parameters = _reset_parameters
 
 # %% ../notebooks/11_model.ipynb #a57ad81b
 def parameter_count(config: TransformerConfig) -> dict[str, int]:

@@ -53,6 +53,14 @@ class NaiveMultiHeadAttention(nn.Module):
         self.attn_weights = torch.stack(weights, dim=-3).detach()    # (B, h, L_q, L_k)
         return self.W_O(torch.cat(outs, dim=-1))     # [head_1, ..., head_h] W_O: (B, L_q, d_model)
 
+    @classmethod
+    def from_fused(cls, mha: MultiHeadAttention) -> NaiveMultiHeadAttention:
+        """The h separate heads hidden in a MultiHeadAttention's fused in_proj (same function)."""
+        naive = cls(mha.d_model, mha.n_heads, bias=mha.in_proj.bias is not None)
+        naive.to(device=mha.in_proj.weight.device, dtype=mha.in_proj.weight.dtype)
+        _copy_fused_weights(naive, mha)
+        return naive
+
 # %% ../notebooks/05_multi_head_attention.ipynb #68efb67e
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, Concat(head_1..head_h) W_O, heads fused (section 3.2.2; chapter 05).
@@ -85,26 +93,90 @@ class MultiHeadAttention(nn.Module):
         out = self._attend(q, k, v, mask)                     # every head at once: (B, h, L_q, d_k)
         return self.out_proj(self._merge_heads(out))          # [head_1, ..., head_h] W_O
 
+    def _attend(self, q, k, v, mask, is_causal: bool = False):
+        """softmax(Q K^T / sqrt(d_k)) V on all heads at once: q (B, h, L_q, d_k), k and v
+        (B, h, L_k, d_k) -> (B, h, L_q, d_k). is_causal: the causal mask by name, for the fused
+        kernel only (`_causal` spells it out as a mask whenever the weights are kept)."""
+        p = self.dropout if self.training else 0.0          # dropout on the weights: training only
+        if not self.need_weights:                # PyTorch's fused kernel: the weights never exist
+            return _fast_attention(q, k, v, mask, p, is_causal)
+        out, weights = scaled_dot_product_attention(q, k, v, mask, p)       # chapter 02's kernel
+        self.attn_weights = weights.detach()                                # (B, h, L_q, L_k)
+        return out
+
+    def _project_qkv(self, query, key, value):
+        """query W_Q, key W_K, value W_V, each (B, L, d_model), in as few matrix products as the
+        call allows.
+
+        The grouping is chosen from which arguments are the same tensor object, and it only saves
+        kernel launches (the function is the same, tested to rounding): self-attention (query is key
+        is value) is one product with [W_Q; W_K; W_V]; one memory (key is value) is query W_Q and
+        one product with [W_K; W_V]; three different tensors are three products.
+        """
+        d = self.d_model
+        if query is key and key is value:                         # self-attention: one fused matmul
+            return self.in_proj(query).chunk(3, dim=-1)              # 3 x (B, L, d_model)
+        if key is value:                                             # cross-attention on one memory
+            return (self._project(query, slice(0, d)),
+                    *self._project(key, slice(d, 3 * d)).chunk(2, dim=-1))
+        return tuple(self._project(x, slice(i * d, (i + 1) * d))
+                     for i, x in enumerate((query, key, value)))
+
+    def _project(self, x, which: slice):                   # x (B, L, d_model) -> (B, L, len(which))
+        b = self.in_proj.bias
+        return F.linear(x, self.in_proj.weight[which], None if b is None else b[which])
+
+    def _forward_cached_or_causal(self, query, key, value, mask, cache: dict | None,
+                                 static_kv: bool, is_causal: bool):
+        """forward with a KV cache and/or is_causal=True: the same function as forward with the
+        explicit mask (make_causal_mask(L_q, offset=L_k - L_q) for is_causal), the keys and values
+        of earlier calls kept in `cache` (see `_heads`)."""
+        _check_mha_inputs(self, query, key, value, mask, cache, static_kv, is_causal)
+        q, k, v = self._heads(query, key, value, cache, static_kv)     # 3 x (B, h, L, d_k), cached
+        mask, is_causal = self._causal(mask, is_causal, q.shape[2], k.shape[2], q.device)
+        out = self._attend(q, k, v, mask, is_causal)                    # (B, h, L_q, d_k)
+        return self.out_proj(self._merge_heads(out))                    # (B, L_q, d_model)
+
+    def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
+        """is_causal=True: query i may attend to keys j <= i + (L_k - L_q), the queries being the
+        last L_q of the L_k positions (the same as mask=make_causal_mask(L_q, offset=L_k - L_q);
+        L_q > L_k is an error). Returns (mask, is_causal): by name where the fused kernel can apply
+        it (L_q = L_k, no weights kept; FlashAttention on GPU, which takes no mask tensor), else as
+        a mask."""
+        if is_causal and L_q == 1:                     # one query, the last position: sees all keys
+            return mask, False
+        if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
+            return make_causal_mask(L_q, device, offset=L_k - L_q), False   # (L_q, L_k)
+        return mask, is_causal
+
+    def _heads(self, query, key, value, cache: dict | None, static_kv: bool):
+        """Q, K, V split into heads, with the KV cache read and filled: (B, h, L_q, d_k), 2 x
+        (B, h, L_k, d_k).
+
+        `cache` is a dict owned by the caller. static_kv=False (self-attention): the new positions'
+        keys and values are appended to cache["k"], cache["v"] (B, h, L_past, d_k), and attention
+        runs over all of them (the mask must cover L_past + L_new keys, e.g.
+        make_causal_mask(L_new, offset=L_past); None lets every new query see every key).
+        static_kv=True (cross-attention): keys and values are computed from key/value on the first
+        call and reused afterwards (key and value are then ignored and may be None).
+        """
+        if cache is not None and static_kv and "k" in cache:  # cross-attention: memory projected
+            return (self._split_heads(self._project(query, slice(0, self.d_model))), cache["k"],
+                    cache["v"])
+        q, k, v = self._project_qkv(query, key, value)               # 3 x (B, L, d_model)
+        k, v = self._split_heads(k), self._split_heads(v)            # (B, h, L_k, d_k)
+        if cache is not None:
+            if not static_kv and "k" in cache:                       # append the new positions
+                k = torch.cat([cache["k"], k], dim=2)                # (B, h, L_past + L_new, d_k)
+                v = torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+        return self._split_heads(q), k, v
+
     def _split_heads(self, x):                                 # (B, L, d_model) -> (B, h, L, d_k)
         return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
 
     def _merge_heads(self, x):                 # (B, h, L, d_k) -> (B, L, d_model): concatenation
         return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], self.d_model)
-
-# %% ../notebooks/05_multi_head_attention.ipynb #6615c694
-def _attend(self, q, k, v, mask, is_causal: bool = False):
-    """softmax(Q K^T / sqrt(d_k)) V on all heads at once: q (B, h, L_q, d_k), k and v
-    (B, h, L_k, d_k) -> (B, h, L_q, d_k). is_causal: the causal mask by name, for the fused kernel
-    only (`_causal` spells it out as a mask whenever the weights are kept)."""
-    p = self.dropout if self.training else 0.0             # dropout on the weights: training only
-    if not self.need_weights:                   # PyTorch's fused kernel: the weights never exist
-        return _fast_attention(q, k, v, mask, p, is_causal)
-    out, weights = scaled_dot_product_attention(q, k, v, mask, p)       # chapter 02's kernel
-    self.attn_weights = weights.detach()                                # (B, h, L_q, L_k)
-    return out
-
-
-MultiHeadAttention._attend = _attend
 
 # %% ../notebooks/05_multi_head_attention.ipynb #c0f7a1e2
 def _copy_fused_weights(naive: NaiveMultiHeadAttention, mha: MultiHeadAttention) -> None:
@@ -119,17 +191,6 @@ def _copy_fused_weights(naive: NaiveMultiHeadAttention, mha: MultiHeadAttention)
                 if lin.bias is not None:
                     lin.bias.copy_(mha.in_proj.bias[rows])
         naive.W_O.load_state_dict(mha.out_proj.state_dict())
-
-
-def _from_fused(cls, mha: MultiHeadAttention) -> NaiveMultiHeadAttention:
-    """The h separate heads hidden in a MultiHeadAttention's fused in_proj (same function)."""
-    naive = cls(mha.d_model, mha.n_heads, bias=mha.in_proj.bias is not None)
-    naive.to(device=mha.in_proj.weight.device, dtype=mha.in_proj.weight.dtype)
-    _copy_fused_weights(naive, mha)
-    return naive
-
-
-NaiveMultiHeadAttention.from_fused = classmethod(_from_fused)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
 def count_parameters(model) -> int:
@@ -266,87 +327,3 @@ def _fast_attention(q, k, v, mask, dropout_p: float, is_causal: bool = False):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask | ~has_key, dropout_p=dropout_p)
     out = torch.where(finite_query, out, float("nan"))
     return out.masked_fill(~has_key, 0.0)                # (B, h, L_q, d_k)
-
-# %% ../notebooks/05_multi_head_attention.ipynb #a3c5e7f9
-def _project_qkv(self, query, key, value):
-    """query W_Q, key W_K, value W_V, each (B, L, d_model), in as few matrix products as the
-    call allows.
-
-    The grouping is chosen from which arguments are the same tensor object, and it only saves
-    kernel launches (the function is the same, tested to rounding): self-attention (query is key
-    is value) is one product with [W_Q; W_K; W_V]; one memory (key is value) is query W_Q and
-    one product with [W_K; W_V]; three different tensors are three products.
-    """
-    d = self.d_model
-    if query is key and key is value:                         # self-attention: one fused matmul
-        return self.in_proj(query).chunk(3, dim=-1)              # 3 x (B, L, d_model)
-    if key is value:                                             # cross-attention on one memory
-        return (self._project(query, slice(0, d)),
-                *self._project(key, slice(d, 3 * d)).chunk(2, dim=-1))
-    return tuple(self._project(x, slice(i * d, (i + 1) * d))
-                 for i, x in enumerate((query, key, value)))
-
-
-def _project(self, x, which: slice):                   # x (B, L, d_model) -> (B, L, len(which))
-    b = self.in_proj.bias
-    return F.linear(x, self.in_proj.weight[which], None if b is None else b[which])
-
-
-MultiHeadAttention._project_qkv, MultiHeadAttention._project = _project_qkv, _project
-
-# %% ../notebooks/05_multi_head_attention.ipynb #0be01910
-def _forward_cached_or_causal(self, query, key, value, mask, cache: dict | None, static_kv: bool,
-                             is_causal: bool):
-    """forward with a KV cache and/or is_causal=True: the same function as forward with the
-    explicit mask (make_causal_mask(L_q, offset=L_k - L_q) for is_causal), the keys and values of
-    earlier calls kept in `cache` (see `_heads`)."""
-    _check_mha_inputs(self, query, key, value, mask, cache, static_kv, is_causal)
-    q, k, v = self._heads(query, key, value, cache, static_kv)     # 3 x (B, h, L, d_k), cached
-    mask, is_causal = self._causal(mask, is_causal, q.shape[2], k.shape[2], q.device)
-    out = self._attend(q, k, v, mask, is_causal)                    # (B, h, L_q, d_k)
-    return self.out_proj(self._merge_heads(out))                    # (B, L_q, d_model)
-
-
-MultiHeadAttention._forward_cached_or_causal = _forward_cached_or_causal
-
-# %% ../notebooks/05_multi_head_attention.ipynb #f2b4d6c8
-def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
-    """is_causal=True: query i may attend to keys j <= i + (L_k - L_q), the queries being the last
-    L_q of the L_k positions (the same as mask=make_causal_mask(L_q, offset=L_k - L_q); L_q > L_k is
-    an error). Returns (mask, is_causal): by name where the fused kernel can apply it (L_q = L_k, no
-    weights kept; FlashAttention on GPU, which takes no mask tensor), else as a mask."""
-    if is_causal and L_q == 1:                     # one query, the last position: sees all keys
-        return mask, False
-    if is_causal and (self.need_weights or L_q != L_k):          # spell the causal mask out
-        return make_causal_mask(L_q, device, offset=L_k - L_q), False   # (L_q, L_k)
-    return mask, is_causal
-
-
-MultiHeadAttention._causal = _causal
-
-# %% ../notebooks/05_multi_head_attention.ipynb #e1a3c5b7
-def _heads(self, query, key, value, cache: dict | None, static_kv: bool):
-    """Q, K, V split into heads, with the KV cache read and filled: (B, h, L_q, d_k), 2 x
-    (B, h, L_k, d_k).
-
-    `cache` is a dict owned by the caller. static_kv=False (self-attention): the new positions'
-    keys and values are appended to cache["k"], cache["v"] (B, h, L_past, d_k), and attention runs
-    over all of them (the mask must cover L_past + L_new keys, e.g. make_causal_mask(L_new,
-    offset=L_past); None lets every new query see every key). static_kv=True (cross-attention):
-    keys and values are computed from key/value on the first call and reused afterwards (key and
-    value are then ignored and may be None).
-    """
-    if cache is not None and static_kv and "k" in cache:  # cross-attention: memory projected
-        return (self._split_heads(self._project(query, slice(0, self.d_model))), cache["k"],
-                cache["v"])
-    q, k, v = self._project_qkv(query, key, value)               # 3 x (B, L, d_model)
-    k, v = self._split_heads(k), self._split_heads(v)            # (B, h, L_k, d_k)
-    if cache is not None:
-        if not static_kv and "k" in cache:                       # append the new positions
-            k = torch.cat([cache["k"], k], dim=2)                # (B, h, L_past + L_new, d_k)
-            v = torch.cat([cache["v"], v], dim=2)
-        cache["k"], cache["v"] = k, v
-    return self._split_heads(q), k, v
-
-
-MultiHeadAttention._heads = _heads

@@ -153,6 +153,25 @@ class RecurrentTranslator(nn.Module):
         mask = (src != c.pad_id) if src_mask is None else _key_mask(src_mask, src, "src")
         return self.encoder(self.dropout(self.src_embed(src)), mask)     # (B, L_s, 2 d_hidden)
 
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
+               tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+        "See `RecurrentTranslator`: the logits (B, L_t, V_tgt) of the prefix `tgt`, with the cache."
+        _check_tokens(tgt, self.config.tgt_vocab_size, math.inf, "tgt", values=self.check_inputs)
+        _check_memory(memory, tgt, self.config.d_hidden)
+        _check_tgt_mask(tgt_mask, tgt.shape[1])
+        mask = (torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
+                if src_mask is None else _key_mask(src_mask, memory, "memory"))       # (B, L_s)
+        if cache is not None and "state" in cache:
+            state, keys = cache["state"], cache["keys"]         # (B, d_hidden), (B, L_s, d_attn)
+        else:
+            state, keys = self.decoder.start(memory)
+        y = self.dropout(self.tgt_embed(tgt))                            # (B, L_t, d_embed)
+        out, state, weights = self.decoder(y, memory, mask, state, keys)
+        if cache is not None:
+            cache["state"], cache["keys"] = state, keys
+        self.attn_weights = weights if self.need_weights else None     # (B, L_t, L_s)
+        return self.output_projection(out)                                 # (B, L_t, V_tgt)
+
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
                 tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
         _check_batch(tgt, "tgt", src, "src")
@@ -160,29 +179,6 @@ class RecurrentTranslator(nn.Module):
             _check_tokens(src, self.config.src_vocab_size, math.inf, "src", values=False)
             src_mask = (src != self.config.pad_id)[:, None, None, :]           # (B, 1, 1, L_s)
         return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
-
-# %% ../notebooks/20_recurrent_baseline.ipynb #01a62301
-def _decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
-            tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-    "See `RecurrentTranslator`: logits (B, L_t, V_tgt) of the target prefix `tgt`, with the cache."
-    _check_tokens(tgt, self.config.tgt_vocab_size, math.inf, "tgt", values=self.check_inputs)
-    _check_memory(memory, tgt, self.config.d_hidden)
-    _check_tgt_mask(tgt_mask, tgt.shape[1])
-    mask = (torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
-            if src_mask is None else _key_mask(src_mask, memory, "memory"))       # (B, L_s)
-    if cache is not None and "state" in cache:
-        state, keys = cache["state"], cache["keys"]         # (B, d_hidden), (B, L_s, d_attn)
-    else:
-        state, keys = self.decoder.start(memory)
-    y = self.dropout(self.tgt_embed(tgt))                            # (B, L_t, d_embed)
-    out, state, weights = self.decoder(y, memory, mask, state, keys)
-    if cache is not None:
-        cache["state"], cache["keys"] = state, keys
-    self.attn_weights = weights if self.need_weights else None     # (B, L_t, L_s)
-    return self.output_projection(out)                                 # (B, L_t, V_tgt)
-
-
-RecurrentTranslator.decode = _decode
 
 # %% ../notebooks/20_recurrent_baseline.ipynb #37e481d9
 def _check_recurrent_config(c: RecurrentConfig) -> None:

@@ -171,6 +171,88 @@ class SubwordTokenizer:
             ids = ids[:ids.index(self.eos_id)]
         return self.tokenizer.decode(ids, skip_special_tokens=True)
 
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> SubwordTokenizer:
+        """Load a tokenizer saved with `save`; a missing or unreadable file is a clear error."""
+        _require("tokenizers")
+        from tokenizers import Tokenizer
+
+        path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"tokenizer file {path} is a directory; give the JSON file "
+                                    f"that save wrote, such as {path / 'tokenizer.json'}")
+        if not path.is_file():
+            raise FileNotFoundError(f"tokenizer file {path} does not exist")
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
+            raise ValueError(f"tokenizer file {path} is not a valid tokenizers JSON file "
+                             f"({e})") from e
+        return cls(tok)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the tokenizer as one JSON file (created with its parent directory). A path that is
+        a directory, or under a file, is an error that writes nothing."""
+        path = Path(path)
+        if path.is_dir():
+            raise IsADirectoryError(f"path {path} is a directory; give a file name such as "
+                                    f"{path / 'tokenizer.json'}")
+        existing = next(p for p in path.parents if p.exists())
+        if not existing.is_dir():
+            raise NotADirectoryError(f"cannot save to {path}: {existing} is a file, not a "
+                                     "directory; choose another path")
+        created = [p for p in path.parents if not p.exists()]        # innermost first
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.tokenizer.save(str(tmp))
+            os.replace(tmp, path)                          # the file appears whole, or not at all
+        finally:
+            tmp.unlink(missing_ok=True)
+            for folder in created if not path.exists() else []:     # nothing left on failure
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        return path
+
+    def encode_batch(self, texts: Sequence[str], add_bos: bool = False,
+                     add_eos: bool = False) -> list[list[int]]:
+        "`encode` for each of `texts`, in one call of the library (which runs in parallel)."
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str, got one str; pass [text] or use "
+                            "encode")
+        texts = list(texts)                                 # once: a generator is read only once
+        for i, t in enumerate(texts):
+            _check_text(t, f"texts[{i}]")
+        encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+        return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
+
+    def decode_batch(self, batch) -> list[str]:
+        "`decode` for each row of a (B, T) tensor or a list of id sequences."
+        rows = batch.tolist() if hasattr(batch, "tolist") else batch
+        texts = []
+        for r, row in enumerate(rows):
+            try:
+                texts.append(self.decode(row))
+            except ValueError as e:
+                raise ValueError(f"row {r} of the batch: {e}") from None
+        return texts
+
+    def tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
+        """The subword strings of `text` (for printing and for the axes of attention maps), one per
+        id of `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
+        return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
+
+    def id_to_token(self, i: int) -> str:
+        "The subword string of id `i`."
+        i = int(i)
+        if not 0 <= i < self.vocab_size:
+            raise ValueError(f"id must be one of this tokenizer's ids 0..{self.vocab_size - 1}, "
+                             f"got {i}")
+        return self.tokenizer.id_to_token(i)
+
+    def __repr__(self) -> str:
+        return f"SubwordTokenizer(vocab_size={self.vocab_size})"
+
 # %% ../notebooks/17_subwords_and_bleu.ipynb #ada59d58
 def train_joint_tokenizer(pairs: Sequence[tuple[str, str]], vocab_size: int = 8000,
                           min_frequency: int = 2) -> SubwordTokenizer:
@@ -344,100 +426,3 @@ def _check_pairs(pairs) -> list:
             raise TypeError(f"pairs[{i}] must be a (source, target) pair of str, got "
                             f"{pair!r:.60}; pass [(source, target), ...]")
     return pairs
-
-# %% ../notebooks/17_subwords_and_bleu.ipynb #fa7a123b
-def _load(cls, path: str | os.PathLike) -> SubwordTokenizer:
-    """Load a tokenizer saved with `save`; a missing or unreadable file is a clear error."""
-    _require("tokenizers")
-    from tokenizers import Tokenizer
-
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"tokenizer file {path} is a directory; give the JSON file "
-                                f"that save wrote, such as {path / 'tokenizer.json'}")
-    if not path.is_file():
-        raise FileNotFoundError(f"tokenizer file {path} does not exist")
-    try:
-        tok = Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers raises a bare Exception on malformed JSON
-        raise ValueError(f"tokenizer file {path} is not a valid tokenizers JSON file "
-                         f"({e})") from e
-    return cls(tok)
-
-
-def _save(self, path: str | os.PathLike) -> Path:
-    """Write the tokenizer as one JSON file (created with its parent directory). A path that is
-    a directory, or under a file, is an error that writes nothing."""
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(f"path {path} is a directory; give a file name such as "
-                                f"{path / 'tokenizer.json'}")
-    existing = next(p for p in path.parents if p.exists())
-    if not existing.is_dir():
-        raise NotADirectoryError(f"cannot save to {path}: {existing} is a file, not a "
-                                 "directory; choose another path")
-    created = [p for p in path.parents if not p.exists()]        # innermost first
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.tokenizer.save(str(tmp))
-        os.replace(tmp, path)                          # the file appears whole, or not at all
-    finally:
-        tmp.unlink(missing_ok=True)
-        for folder in created if not path.exists() else []:     # nothing left on failure
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-    return path
-
-
-SubwordTokenizer.load = classmethod(_load)
-SubwordTokenizer.save = _save
-
-# %% ../notebooks/17_subwords_and_bleu.ipynb #6bef19a9
-def _encode_batch(self, texts: Sequence[str], add_bos: bool = False,
-                  add_eos: bool = False) -> list[list[int]]:
-    "`encode` for each of `texts`, in one call of the library (which runs in parallel)."
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, got one str; pass [text] or use "
-                        "encode")
-    texts = list(texts)                                 # once: a generator is read only once
-    for i, t in enumerate(texts):
-        _check_text(t, f"texts[{i}]")
-    encs = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-    return [[self.bos_id] * add_bos + e.ids + [self.eos_id] * add_eos for e in encs]
-
-
-def _decode_batch(self, batch) -> list[str]:
-    "`decode` for each row of a (B, T) tensor or a list of id sequences."
-    rows = batch.tolist() if hasattr(batch, "tolist") else batch
-    texts = []
-    for r, row in enumerate(rows):
-        try:
-            texts.append(self.decode(row))
-        except ValueError as e:
-            raise ValueError(f"row {r} of the batch: {e}") from None
-    return texts
-
-
-def _tokens(self, text: str, add_bos: bool = False, add_eos: bool = False) -> list[str]:
-    """The subword strings of `text` (for printing and for the axes of attention maps), one per
-    id of `encode(text, add_bos, add_eos)`: with the same flags, labels and ids line up."""
-    return [self.id_to_token(i) for i in self.encode(text, add_bos=add_bos, add_eos=add_eos)]
-
-
-def _id_to_token(self, i: int) -> str:
-    "The subword string of id `i`."
-    i = int(i)
-    if not 0 <= i < self.vocab_size:
-        raise ValueError(f"id must be one of this tokenizer's ids 0..{self.vocab_size - 1}, "
-                         f"got {i}")
-    return self.tokenizer.id_to_token(i)
-
-
-def _repr(self) -> str:
-    return f"SubwordTokenizer(vocab_size={self.vocab_size})"
-
-
-SubwordTokenizer.encode_batch, SubwordTokenizer.decode_batch = _encode_batch, _decode_batch
-SubwordTokenizer.tokens, SubwordTokenizer.id_to_token = _tokens, _id_to_token
-SubwordTokenizer.__repr__ = _repr

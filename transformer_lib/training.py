@@ -89,7 +89,17 @@ class Batch:
     def device(self) -> torch.device:
         return self.src.device
 
+    def to(self, device, non_blocking: bool = False) -> Batch:
+        return Batch(self.src.to(device, non_blocking=non_blocking),
+                     self.tgt_in.to(device, non_blocking=non_blocking),
+                     self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens,
+                     self.n_src_tokens)
 
+    def pin_memory(self) -> Batch:
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
+                     self.n_tokens, self.n_src_tokens)
+
+# %% ../notebooks/13_training.ipynb #d8536f5a
 def collate(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = 0, *,
             bucket: int = 1, src_len: int | None = None, tgt_len: int | None = None,
             rows: int | None = None) -> Batch:
@@ -261,6 +271,13 @@ class LMBatch:
     def device(self) -> torch.device:
         return self.x.device
 
+    def to(self, device, non_blocking: bool = False) -> LMBatch:
+        return LMBatch(self.x.to(device, non_blocking=non_blocking),
+                       self.y.to(device, non_blocking=non_blocking))
+
+    def pin_memory(self) -> LMBatch:
+        return LMBatch(self.x.pin_memory(), self.y.pin_memory())
+
 
 def get_batch(data: torch.Tensor, block_size: int, batch_size: int,
               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -307,31 +324,6 @@ def _filler_rows(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
     tgt_in = torch.cat([tgt_in, tgt_in[:1].expand(extra, -1)])
     tgt_out = torch.cat([tgt_out, torch.full((extra, tgt_out.shape[1]), pad_id, dtype=torch.long)])
     return src, tgt_in, tgt_out
-
-
-def _batch_to(self, device, non_blocking: bool = False) -> Batch:
-    return Batch(self.src.to(device, non_blocking=non_blocking),
-                 self.tgt_in.to(device, non_blocking=non_blocking),
-                 self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens,
-                 self.n_src_tokens)
-
-
-def _batch_pin_memory(self) -> Batch:
-    return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
-                 self.n_tokens, self.n_src_tokens)
-
-
-def _lm_batch_to(self, device, non_blocking: bool = False) -> LMBatch:
-    return LMBatch(self.x.to(device, non_blocking=non_blocking),
-                   self.y.to(device, non_blocking=non_blocking))
-
-
-def _lm_batch_pin_memory(self) -> LMBatch:
-    return LMBatch(self.x.pin_memory(), self.y.pin_memory())
-
-
-Batch.to, Batch.pin_memory = _batch_to, _batch_pin_memory
-LMBatch.to, LMBatch.pin_memory = _lm_batch_to, _lm_batch_pin_memory
 
 # %% ../notebooks/13_training.ipynb #487f4c7f
 class TokenBatchSampler:
