@@ -307,8 +307,8 @@ function colour(w) {                                  // white to the book's blu
   return `rgb(${mix(247, 8)},${mix(251, 48)},${mix(255, 107)})`;
 }
 
-function label(token) {                              // how a subword is shown on an axis
-  return token === undefined ? "?" : token.replace(/\u2581/g, "\u2581");
+function label(token) {                   // a subword as the tokenizer writes it, with its ▁
+  return token === undefined ? "?" : token;
 }
 
 function heatmap(matrix, rowLabels, colLabels, { cell = 22, labels = true, onHover } = {}) {
