@@ -14,7 +14,7 @@ export TRANSFORMER_LIB_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
-.PHONY: setup export book test test-kernels lint unit nbval browser-check clean translator serve tags
+.PHONY: setup export book test test-kernels lint quick unit nbval browser-check clean translator serve tags
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -72,7 +72,12 @@ test: setup lint translator
 	  -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The two halves of `make test`, for a faster loop: the library's tests (tests/, a few minutes) and
-# nbval executing every notebook.
+# nbval executing every notebook. `make quick` is the inner loop: the library's tests without those
+# marked slow (tests/conftest.py says what the markers mean).
+quick: setup lint
+	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) \
+	  --dist loadfile -m "not slow" -q
+
 unit: setup lint
 	OMP_NUM_THREADS=$(TEST_THREADS) $(PY) -m pytest tests -p no:cacheprovider -n $(TEST_WORKERS) \
 	  --dist loadfile --durations=15

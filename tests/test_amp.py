@@ -2,14 +2,12 @@
 scaler below it (Colab's T4 is 7.5), float32 on the CPU. The capability is mocked; the steps run on
 the CPU."""
 import importlib
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch
 
-from transformer_lib import data, engineering, training
+from transformer_lib import engineering, training
 from transformer_lib.engineering import amp_settings, autocast_dtype
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import LabelSmoothingLoss
@@ -17,10 +15,6 @@ from transformer_lib.recipe import recipe_from_dict
 from transformer_lib.training import collate, train, train_step
 
 CUDA = torch.device("cuda")
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 # the capstone's recipe, small enough to prepare in seconds
 TINY = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1,
             d_ff=64, batch_tokens=400, time_budget_s=0.0, epochs=0, max_steps=2, progress=False)
@@ -140,7 +134,7 @@ def test_train_makes_a_scaler_for_float16(monkeypatch, amp, wants_scaler):
                       torch.amp.GradScaler) if wants_scaler else seen[0]["scaler"] is None
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.parametrize("capability, compiled", [((7, 5), False), ((8, 0), True)])
 def test_the_capstone_compiles_only_where_amp_settings_says_so(gpu, monkeypatch, tmp_path, capsys,
                                                                capability, compiled):
@@ -170,7 +164,7 @@ def test_the_capstone_compiles_only_where_amp_settings_says_so(gpu, monkeypatch,
                 "compiled (compute capability below 8.0)\n") in out
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.parametrize("changes, why", [
     ({}, "the recipe's compile is off"), ({"preset": "gpu"}, "the recipe's compile is off"),
     ({"compile": True}, "torch.compile does not pay on a CPU"),

@@ -22,11 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from train_throughput import TorchReference  # noqa: E402
 
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
-
 
 def run_script(name, *flags, out):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -122,7 +117,7 @@ def test_reference_from_ours_computes_our_function(norm_first):
         TorchReference.from_ours(Transformer(TransformerConfig(50, 50, 16, 2, 1, 32)))
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_reference_translates_as_ours_with_the_books_translator():
     """With the book's translator's weights, nn.Transformer (prefix recomputed at every step) and
     ours (KV cache, reordered between beams) give the same translations, greedy and beam 4, in
@@ -136,7 +131,7 @@ def test_reference_translates_as_ours_with_the_books_translator():
         assert mine == theirs and len(set(mine)) > 20
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_translate_without_the_cache_gives_what_the_cache_gives():
     """translate(use_cache=False) re-reads the prefix at every step instead of caching keys and
     values: in float32 the same translations, greedy and beam 4."""
@@ -149,7 +144,7 @@ def test_translate_without_the_cache_gives_what_the_cache_gives():
         assert cached == recomputed and len(set(cached)) > 20
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_beam_diagnosis_writes_one_row_per_path(tmp_path):
     """Ours with and without the cache and nn.Transformer, each in float32 and bfloat16: six rows,
     each with greedy and beam BLEU, the gain, and agreement with ours in float32 with the cache
@@ -167,7 +162,7 @@ def test_beam_diagnosis_writes_one_row_per_path(tmp_path):
     assert json.loads((tmp_path / "d.json").read_text())["rows"][1]["model"] == "ours"
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_train_throughput_smoke(tmp_path):
     rec, out = run_script("train_throughput.py", "--preset", "cpu-30min", "--tiny", "--device",
                           "cpu", out=tmp_path / "tt.json")
@@ -194,7 +189,7 @@ def test_train_throughput_smoke(tmp_path):
     assert "as_run" in out and "ceiling" in out
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_bleu_at_equal_time_smoke(tmp_path):
     rec, out = run_script("bleu_at_equal_time.py", "--preset", "cpu-tiny", "--amp", "--norm-first",
                           "--train-pairs", "1000",
@@ -220,7 +215,7 @@ def test_bleu_at_equal_time_smoke(tmp_path):
     assert "nn.Transformer" in out
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_parity_smoke_is_deterministic_per_update(tmp_path):
     """Equal updates, one precision, the verdict computed from the runs; the old per-block
     initialisation is a different run from ours; two processes' records combine into one."""
@@ -261,7 +256,7 @@ def test_parity_smoke_is_deterministic_per_update(tmp_path):
     assert both["verdict"]["val_nll_ratio"] == pytest.approx(v["val_nll_ratio"])
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
     """`--tiny`: every optional step of the GPU runbook, seconds long on the CPU, writes its record
     (its two calls: tests/test_gpu_runbook.py)."""
@@ -303,7 +298,7 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
     assert (tmp_path / "gpu-device.txt").read_text().strip()
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_rnn_vs_transformer_smoke(tmp_path):
     """Both models train for the same budget on one prepared run, one after the other, and the
     record holds what chapter 20 reads: updates, speed, NLL curve, BLEU, seconds per phase."""
@@ -339,7 +334,7 @@ def test_rnn_vs_transformer_smoke(tmp_path):
     assert "transformer" in out and "gru" in out
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_length_penalty_sweep_reads_a_training_runs_directory(tmp_path):
     """`--run-dir` sweeps the weights a run wrote (RUN_DIR/model.pt, tokenizer.json), not the
     shipped translator: the record names the directory, and greedy decoding of those weights gives
@@ -367,7 +362,7 @@ def test_length_penalty_sweep_reads_a_training_runs_directory(tmp_path):
     assert json.loads((tmp_path / "sweep.json").read_text())["rows"] == rec["rows"]
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_translator_samples_record_what_translate_gives(tmp_path):
     """The sample record chapter 18 checks its live translations against: the shipped file's
     checksum, the run's beam size and length penalty, and the translations of the committed record
@@ -412,7 +407,7 @@ def test_ffn_lookup_writes_the_record_chapter_19_reads(tmp_path, restore_threads
         assert key in rec
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_heads_off_writes_the_record_chapter_19_reads(tmp_path, restore_threads):
     """Two sentences: one translation with every head, one per head and per module, one per kind
     of attention; the record names the translator file it decoded."""
@@ -428,7 +423,7 @@ def test_heads_off_writes_the_record_chapter_19_reads(tmp_path, restore_threads)
     assert json.loads((tmp_path / "h.json").read_text())["per_head"] == rec["per_head"]
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_snapshot_averages_scores_the_average_of_the_last_k_weights(tmp_path):
     """`--last k` averages the last k of [epoch snapshots..., model.pt] (k = 1: the final weights
     alone): the score it reports for k = 2 is that of the elementwise mean of the last snapshot and
@@ -465,7 +460,7 @@ def test_snapshot_averages_scores_the_average_of_the_last_k_weights(tmp_path):
         averages(["--run-dir", str(tmp_path), "--last", "4"])
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_update_flops_counts_every_model_on_the_same_batches(tmp_path):
     """benchmarks/update_flops.py: the Transformer and each GRU width, counted on the same
     batches (the same target tokens); a wider GRU costs more; backward about twice forward."""

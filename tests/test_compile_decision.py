@@ -3,7 +3,6 @@ measured: the figures of recipe.py's comment above PRESETS come from the records
 every results record says where a run's start went (seconds before training, seconds compiling,
 the clock after each of the first 100 updates)."""
 import json
-import os
 import re
 import statistics
 from pathlib import Path
@@ -11,16 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_lib import data, engineering
+from transformer_lib import engineering
 from transformer_lib import recipe as recipe_module
 from transformer_lib.recipe import PRESETS, preset, recipe_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 H200_HISTORY = ROOT / "results" / "gpu-2026-11-28" / "gpu-5min.history.json"  # committed
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 COMMENT = " ".join(line.strip("# ") for line in
                    (ROOT / "transformer_lib" / "recipe.py").read_text().splitlines()
                    if line.startswith("#"))
@@ -73,7 +68,7 @@ def test_compile_seconds_counts_what_dynamo_compiles():
     assert after is not None and after > before
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_every_record_says_where_the_start_went(tmp_path):
     from transformer_lib.train import run, run_report
     tiny = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2,

@@ -6,7 +6,6 @@ Solutions are the cells tagged "solution" in notebooks/exercises/solutions/*.ipy
 exported to transformer_lib.char_model); the reader's stubs are the cells tagged "exercise".
 """
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -25,10 +24,6 @@ from transformer_lib.training import collate, get_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = ROOT / "notebooks" / "exercises"
-HAVE_DATA = (bool(os.environ.get("TRANSFORMER_LIB_DATA"))
-             or (Path.home() / ".cache/transformer_lib/tinyshakespeare").exists())
-needs_data = pytest.mark.skipif(not HAVE_DATA,
-                                reason="Tiny Shakespeare not available (set TRANSFORMER_LIB_DATA)")
 
 
 def tagged_cells(path: Path, tag: str) -> dict:
@@ -281,7 +276,7 @@ def test_extrapolation_set_rejects_wrong_answers(pairs, words):
 
 # --- exercise 3: character model ------------------------------------------------------------------
 
-@needs_data
+@pytest.mark.needs_data("tinyshakespeare")
 def test_split_accepts_solution_and_rejects_wrong_splits():
     from transformer_lib.data import load_tiny_shakespeare
     text = load_tiny_shakespeare()
@@ -422,7 +417,7 @@ def test_sampling_rejects_wrong_answers(wrong, words):
     assert fails(ex3.check_sampling(wrong), *words)
 
 
-@needs_data
+@pytest.mark.needs_data("tinyshakespeare")
 def test_char_model_trained_accepts_a_trained_model_and_rejects_an_untrained_one():
     from transformer_lib.data import load_tiny_shakespeare
     text = load_tiny_shakespeare()
@@ -683,7 +678,7 @@ def test_unsolved_exercise_stubs_fail_their_checks():
     assert not ex5m.check_rotary_attention(s5["RotaryMultiHeadAttention"]).passed
 
 
-@needs_data
+@pytest.mark.needs_data("tinyshakespeare")
 def test_unsolved_char_model_stub_fails_its_checks():
     s3 = _stub("ex3_char_model")
     assert not ex3.check_split(s3["train_text"], s3["val_text"]).passed

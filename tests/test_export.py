@@ -30,10 +30,6 @@ from transformer_lib.export import (  # noqa: E402
 from transformer_lib.recipe import preset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 RECIPE = preset("cpu-30min")            # the shipped translator's recipe: its beam and alpha
 TOL = 1e-4
 
@@ -159,7 +155,7 @@ def test_an_export_is_the_same_bytes_every_time(exported, translator, tmp_path):
         assert sha256(tmp_path / name) == sha256(exported[0] / name), name
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_logits_and_attention_weights_agree_with_pytorch(translator, onnx_model, test_pairs):
     """30 sentences, teacher-forced on PyTorch's greedy output: the logits of the last step and
     the three kinds of attention weights, every layer and head; then every step's logits along
@@ -206,7 +202,7 @@ def departure_gap(model, tok, de: str, ids: list[int]) -> float:
     return math.inf
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.slow
 def test_greedy_translations_of_every_test_sentence_are_pytorchs(translator, onnx_model,
                                                                  test_pairs):
@@ -227,7 +223,7 @@ def test_greedy_translations_of_every_test_sentence_are_pytorchs(translator, onn
         assert gap < TOL, (de, reference, tok.decode(ids), gap)
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.slow
 def test_beam_search_is_pytorchs(translator, onnx_model, test_pairs):
     """The first 100 test sentences, one at a time, with the manifest's beam size and alpha."""

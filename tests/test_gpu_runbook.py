@@ -10,16 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from transformer_lib import data
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu30s_sweep  # noqa: E402
 
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 PROVENANCE = ("device", "torch", "git_commit", "date")
 
 
@@ -37,7 +31,7 @@ def test_runbook_asks_for_a_call_or_steps():
     assert runbook("--tiny", "--call", "3").returncode == 2
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_tiny_calls_write_their_records(tmp_path):
     """Call 1: the gpu preset's run, evaluated at the end only, with its record, its start-up and
     its history; call 2: ours and then nn.Transformer at the gpu-30s recipe's time budget, each with

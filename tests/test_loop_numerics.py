@@ -6,23 +6,17 @@ recorded before the change (tests/fixtures/loop_numerics.json, written by
 tests/fixtures/record_loop_numerics.py.txt). REL as in test_trajectories.py: another CPU's kernels
 round the last bits differently; any change of the arithmetic exceeds it by orders of magnitude."""
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
-from transformer_lib import data
 from transformer_lib.optimization import paper_adam
 from transformer_lib.recipe import preset, recipe_from_dict
 from transformer_lib.train import fit, make_optimizer, prepare
 
 REL = 1e-6
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "loop_numerics.json").read_text())
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 
 @pytest.fixture
@@ -33,7 +27,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.parametrize("name", sorted(FIXTURE["runs"]))
 def test_the_first_updates_are_unchanged(tmp_path, one_thread, name):
     want = FIXTURE["runs"][name]

@@ -3,14 +3,12 @@ accepted where `torch.backends.mps.is_available()`; there the capstone trains in
 scaler and not compiled (`amp_settings`; its comment gives the evidence), says so when it starts,
 and waits for the GPU's queue when it reads its clock. MPS is mocked, as test_amp.py mocks a GPU's
 compute capability; every run stays on the CPU."""
-import os
-from pathlib import Path
 
 import pytest
 import torch
 
 import transformer_lib.train as capstone
-from transformer_lib import data, engineering
+from transformer_lib import engineering
 from transformer_lib.engineering import (
     TrainingClock,
     amp_settings,
@@ -23,10 +21,6 @@ from transformer_lib.engineering import (
 from transformer_lib.recipe import RecipeError, parse_args, preset, recipe_from_dict
 
 MPS = torch.device("mps")
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 # test_amp.py's recipe, small enough to prepare in seconds
 WHY = "torch.compile for Apple GPUs is new, and unmeasured on this model"
 TINY = dict(train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1, d_ff=64,
@@ -108,7 +102,7 @@ def test_torchrun_on_mps_is_one_clear_error(monkeypatch, tmp_path):
     assert not out.exists()
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.parametrize("changes, why", [({"compile": True}, WHY),
                                           ({"compile": True, "amp": True}, WHY),
                                           ({}, "the recipe's compile is off"),

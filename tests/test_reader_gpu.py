@@ -7,14 +7,12 @@ import contextlib
 import dataclasses
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
 import transformer_lib.train as capstone
-from transformer_lib import data
 from transformer_lib.benchmarking import device_name
 from transformer_lib.engineering import amp_settings, pick_device
 from transformer_lib.recipe import preset, recipe_from_dict
@@ -22,10 +20,6 @@ from transformer_lib.train import RunResult, live_preset, run_report
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = torch.device("cuda")
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 NAMES = {(7, 5): "Tesla T4", (8, 0): "NVIDIA A100-SXM4-40GB", (9, 0): "NVIDIA H100 80GB HBM3"}
 # test_amp.py's recipe, small enough to prepare in seconds
 TINY = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1,
@@ -147,7 +141,7 @@ def test_the_report_needs_a_finished_run():
         run_report(s)
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.parametrize("capability", [(7, 5), (8, 0)])
 @pytest.mark.parametrize("compile_", [True, False])
 def test_the_report_says_what_prepare_did(monkeypatch, tmp_path, capsys, capability, compile_):
@@ -175,7 +169,7 @@ def test_the_report_says_what_prepare_did(monkeypatch, tmp_path, capsys, capabil
                                 torch.bfloat16: "bfloat16 autocast"}[s.amp_dtype])
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_the_live_cell_prints_the_runs_own_figures(tmp_path):
     """The chapter's two cells end to end: the set-up cell on a mocked T4 picks gpu-30s; that
     recipe, forced onto the CPU with a few hundred pairs and three updates, runs in the live cell,

@@ -10,9 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get("TRANSFORMER_LIB_DATA")
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 
 def section(text: str, title: str) -> str:
@@ -53,7 +50,7 @@ def test_block_extraction():
     assert python_blocks(section(text, "Using the package")) == ["x = 1\n", "y = 2\n"]
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_the_five_first_steps_run_as_written(tmp_path):
     pytest.importorskip("tokenizers")
     pytest.importorskip("matplotlib")

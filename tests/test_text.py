@@ -2,8 +2,6 @@
 (derivation == sacreBLEU)."""
 import json
 import math
-import os
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,11 +23,6 @@ from transformer_lib.text import (
     round_trip_rate,
     train_joint_tokenizer,
 )
-
-DATA = os.environ.get("TRANSFORMER_LIB_DATA")
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 words = st.text(alphabet="abcde", min_size=1, max_size=6)
 sentences = st.lists(words, min_size=1, max_size=6).map(" ".join)
@@ -87,7 +80,7 @@ def small_tok():
     return train_joint_tokenizer(load_multi30k("train")[:2000], vocab_size=1200)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_special_ids_and_vocab_size(small_tok):
     assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
     for i, t in enumerate(["<pad>", "<bos>", "<eos>", "<unk>"]):
@@ -96,7 +89,7 @@ def test_special_ids_and_vocab_size(small_tok):
     assert small_tok.tokenizer.token_to_id("<0xFF>") is not None
 
 
-@needs_data
+@pytest.mark.needs_data
 @settings(max_examples=50, deadline=None)
 @given(text=st.text(st.characters(blacklist_characters=WORD_START, blacklist_categories=("Cs",)),
                     max_size=40))
@@ -107,14 +100,14 @@ def test_round_trip_any_text(small_tok, text):
     assert small_tok.decode(ids) == text
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_special_strings_in_text_are_not_special(small_tok):
     ids = small_tok.encode("<pad> <eos> <0x41>")
     assert not {PAD_ID, BOS_ID, EOS_ID, UNK_ID} & set(ids)
     assert small_tok.decode(ids) == "<pad> <eos> <0x41>"
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_bos_eos_and_decoding_model_output(small_tok):
     ids = small_tok.encode("Ein Mann.", add_bos=True, add_eos=True)
     assert ids[0] == BOS_ID and ids[-1] == EOS_ID and ids[1:-1] == small_tok.encode("Ein Mann.")
@@ -128,7 +121,7 @@ def test_bos_eos_and_decoding_model_output(small_tok):
         small_tok.encode(["Ein Mann."])
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_save_load(small_tok, tmp_path):
     path = small_tok.save(tmp_path / "ckpt" / "tokenizer.json")
     again = SubwordTokenizer.load(path)
@@ -158,7 +151,7 @@ def test_wrong_special_ids_rejected():
         SubwordTokenizer(tok)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_full_multi30k_round_trip():
     """The chapter's claim: a joint 8000-id BPE on the training split round-trips every val/test
     sentence."""

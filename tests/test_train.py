@@ -32,9 +32,6 @@ from transformer_lib.train import main, run
 from transformer_lib.training import BatchLoader
 
 DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 # A configuration that trains in a second or two on the CPU.
 TINY = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2, n_layers=1,
@@ -148,7 +145,7 @@ def tiny_recipe(out_dir, **changes):
     return recipe_from_dict({**TINY, "out_dir": str(out_dir), **changes})
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_resume_equals_uninterrupted_and_results_record(tmp_path):
     whole = run(tiny_recipe(tmp_path / "whole"))
     run(tiny_recipe(tmp_path / "split", max_steps=3))
@@ -170,7 +167,7 @@ def test_resume_equals_uninterrupted_and_results_record(tmp_path):
                                                                   / "model.pt").is_file()
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
     """run() checks the encoded data once, so model and loss skip their per-call range check (a GPU
     sync)."""
@@ -183,7 +180,7 @@ def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
         train_module.check_token_ids([([1, 2], [3, 7])], 5)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_the_record_names_the_precision_the_run_used(tmp_path, monkeypatch):
     """With amp on a CPU that has bf16 instructions the run trains under bf16 autocast, and says
     so. It trains for real in bfloat16, which PyTorch's CPU attention does only with its AVX-512
@@ -198,7 +195,7 @@ def test_the_record_names_the_precision_the_run_used(tmp_path, monkeypatch):
     assert result.results["precision"] == "bfloat16"
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_results_record_the_commit_the_run_started_from(tmp_path, monkeypatch):
     """A commit made while a long run trains must not be recorded as the code that ran."""
     import transformer_lib.train as train_module
@@ -216,7 +213,7 @@ def test_results_record_the_commit_the_run_started_from(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("average_last, kept, weights", [(1, 2, "last"), (2, 3, None)])
-@needs_data
+@pytest.mark.needs_data
 def test_keep_snapshots_keeps_epochs_to_study_and_averaging_reads_only_its_own(
         tmp_path, average_last, kept, weights):
     """`keep_snapshots` keeps the last N epochs' weights whether or not the run averages; averaging
@@ -231,7 +228,7 @@ def test_keep_snapshots_keeps_epochs_to_study_and_averaging_reads_only_its_own(
     assert result.results["weights"] in ([weights] if weights else chosen)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_time_budget_stops_training(tmp_path):
     """No step limit, a 1 s budget: training stops at the first step whose clock reading reaches
     it."""
@@ -243,7 +240,7 @@ def test_time_budget_stops_training(tmp_path):
     assert result.results["steps"] == len(hist)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
     run(tiny_recipe(out, max_steps=2))
@@ -284,7 +281,7 @@ def test_bad_input_stops_before_writing(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "run2").exists() and not (tmp_path / "run3").exists()
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.parametrize("limit", [dict(max_steps=4), dict(max_steps=0, epochs=1),
                                    dict(max_steps=0, epochs=0, time_budget_s=0.5)])
 def test_resuming_a_finished_run_says_so_and_changes_nothing(tmp_path, capsys, limit):
@@ -306,7 +303,7 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(tmp_path, capsys, l
     assert json.loads((out / "results.json").read_text())["steps"] > steps
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_a_finished_run_without_its_record_writes_it_without_training(tmp_path, capsys):
     """A run stopped during its final evaluation (checkpoint at the limit, no record): --resume
     evaluates and writes the record, and makes no update."""
@@ -340,7 +337,7 @@ def run_hang_aware(cmd, env, timeout):
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_two_process_ddp_gloo(tmp_path):
     """torchrun with 2 CPU processes: finite losses, identical weights on both, a checkpoint that
     resumes."""
@@ -410,7 +407,7 @@ def test_a_run_estimated_to_take_hours_says_so_once(monkeypatch, capsys):
                            time_budget_s=600.0) == ""
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_the_long_run_warning_from_the_command_line(tmp_path, capsys, monkeypatch):
     """A real run with a fake clock (an hour per reading): one warning line; training goes on."""
     import itertools
@@ -703,7 +700,7 @@ def _one_error_line(capsys):
     return lines[0]
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_user_caused_failures_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
     import transformer_lib.train as train_module
     afile = tmp_path / "afile"
@@ -764,7 +761,7 @@ def test_the_command_line_process_prints_no_traceback(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found_it(tmp_path,
                                                                                     monkeypatch,
                                                                                     capsys):
@@ -802,7 +799,7 @@ def _poison_after(monkeypatch, at_step):
     monkeypatch.setattr(train_module, "after_step", poisoned)
 
 
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.parametrize("log_every, message", [
     (4, r"training diverged: NaN or infinite weights at step 6 \(.*\); the checkpoint of step 3 is "
         r"kept"),
@@ -827,7 +824,7 @@ def test_a_diverging_run_keeps_its_last_good_checkpoint(tmp_path, monkeypatch, c
     assert re.search(message, _one_error_line(capsys))
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_the_run_says_where_its_files_are(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run(tiny_recipe("rel/run", max_steps=2, results="rec.json"))

@@ -14,7 +14,6 @@ REL = 1e-6 relative, which any change in the arithmetic (another initialisation,
 order or update) exceeds by orders of magnitude; the learning rates are plain Python and stay
 exact."""
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,12 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lib import char_model as cm
-from transformer_lib import data
 from transformer_lib.recipe import recipe_from_dict
 from transformer_lib.train import run
 
 REL = 1e-6
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "trajectories.json").read_text())
-DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 
 @pytest.fixture
@@ -43,7 +37,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_capstone_loss_trajectory_is_unchanged(tmp_path, one_thread):
     want = FIXTURE["capstone"]
     result = run(recipe_from_dict({**want["recipe"], "out_dir": str(tmp_path / "run")}))

@@ -4,14 +4,11 @@ and the export) on a page of their own, against the PyTorch translator; and the 
 tiny translator trained here by the command line's `--export-web`. `make browser-check` runs the
 same checks on the built book's page."""
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from transformer_lib.data import ENV_VAR
 
 ROOT = Path(__file__).resolve().parents[1]
 STATIC = ROOT / "book" / "_static" / "translator"
@@ -27,11 +24,6 @@ needs_assets = pytest.mark.skipif(
     not (STATIC / "vendor" / "ort.wasm.min.mjs").is_file()
     or not (STATIC / "model" / "manifest.json").is_file(),
     reason="the page's runtime and model are not in book/_static/translator (make translator)")
-SHARED = os.environ.get(ENV_VAR)
-# Skipped only outside CI: under CI (CI=true) a missing data directory is a failure, not a skip.
-needs_data = pytest.mark.skipif((not SHARED or not Path(SHARED, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason=f"{ENV_VAR} does not point at the shared datasets")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +39,7 @@ def tiny_export(tmp_path_factory):
 
 @needs_chromium
 @needs_assets
-@needs_data
+@pytest.mark.needs_data
 @pytest.mark.slow
 def test_the_page_translates_as_pytorch_does_and_refuses_bad_input(tmp_path, tiny_export):
     site, rel = check_translator.harness_site(tmp_path / "site")
