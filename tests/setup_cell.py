@@ -35,7 +35,8 @@ def setup_cell_source(url: str = REPO_URL, version: str = VERSION) -> str:
 import importlib, importlib.metadata, importlib.util, json, re, subprocess, sys
 URL, VERSION = "{url}", "{version}"
 {REF_LINE}   # for the newest, unreleased code instead: {MAIN_LINE}
-missing = [m for m in ("transformer_lib", "tqdm", "tokenizers", "sacrebleu", "matplotlib")
+missing = [m for m in ("transformer_lib", "tqdm", "tokenizers", "sacrebleu", "matplotlib",
+                     "sacremoses")
            if importlib.util.find_spec(m) is None]
 spec, replace = importlib.util.find_spec("transformer_lib"), False
 if spec:                                           # is it the install that REF asks for?

@@ -133,7 +133,7 @@ def uses_benchmarking(src: str) -> bool:
 def test_the_benchmark_chapters_are_the_ones_that_use_the_timing_helpers():
     timed = chapters_where(uses_benchmarking, exported=False)        # the chapters' own cells
     timed_exercises = exercises_where(uses_benchmarking, exported=False)
-    m = one(r"benchmark cells of chapters ([\d–, and]+?) and exercises? (\d)\b", APPENDIX)
+    m = one(r"benchmark cells of chapters? ([\d–, and]+?) and exercises? (\d)\b", APPENDIX)
     assert listed(m.group(1)) == timed and {m.group(2)} == timed_exercises
     intro = (ROOT / "book" / "intro.md").read_text()
     m = one(r"The other chapters that measure speed \(([\d–, and]+?), and the solution of "
@@ -141,10 +141,10 @@ def test_the_benchmark_chapters_are_the_ones_that_use_the_timing_helpers():
     assert listed(m.group(1)) == timed and {m.group(2)} == timed_exercises
 
 
-def test_chapter_09_times_its_layers_on_one_thread():
+def test_chapter_09b_times_its_layers_on_one_thread():
     intro = (ROOT / "book" / "intro.md").read_text()
-    one(r"Chapter 09 times four kinds of layer on one CPU thread, whatever the runtime\.", intro)
-    src = code(chapters()["09"])
+    one(r"Chapter 09b times four kinds of layer on one CPU thread, whatever the runtime\.", intro)
+    src = code(NOTEBOOKS / "09b_why_self_attention.ipynb")
     assert "torch.set_num_threads(1)" in src and "time.perf_counter()" in src
     assert not uses_benchmarking(src)
     timed = re.search(r'layers = \{(.*?)\}\n', src, re.DOTALL).group(1)

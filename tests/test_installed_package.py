@@ -16,9 +16,6 @@ from transformer_lib import data
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get(data.ENV_VAR)
-needs_data = pytest.mark.skipif((not DATA or not Path(DATA, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason="TRANSFORMER_LIB_DATA does not point at the shared datasets")
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +94,6 @@ RECORD_CELLS = {"9b981269": "test_2016_flickr (1000 sentences)",     # the 30-mi
                 "72df7dd0": "validation split, ",                     # the length-penalty sweep
                 "e18a0002": "German subwords",                        # the test translations
                 "e18a0004": "test sentences: mean largest weight",    # its epoch snapshots
-                "e18a0006": "run (1,797 s of training each)",         # the trials
-                "e18b0002": "seeds per row",                          # the ablation rows
-                "e18b0007": "sigma, one run's",                       # ... their scatter
-                "e18b0005": "past two standard errors",               # ... and the figure
                 "039076e8": "alternating rounds",                     # nn.Transformer, speed
                 "a5ad19ba": "s of training each",                     # ... and BLEU at equal time
                 "debdadef": "ours minus nn.Transformer"}
@@ -109,7 +102,7 @@ LIVE_CELLS = {"a60462ab"}
 
 
 @pytest.mark.slow
-@needs_data
+@pytest.mark.needs_data
 def test_chapter_18_runs_against_the_installed_package(site, tmp_path, monkeypatch):
     """The chapter but its live training run, executed by a kernel that imports the installed
     package, in a directory outside the repository, with the translator fetched into the data

@@ -1,4 +1,4 @@
-"""Chapter 09: layer_costs, the paper's Table 1 counted, against hand-worked numbers and PyTorch's
+"""Chapter 09b: layer_costs, the paper's Table 1 counted, against hand-worked numbers and PyTorch's
 FLOP counter."""
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_lib.encoder import layer_costs
+from transformer_lib.complexity import layer_costs
 from transformer_lib.multi_head_attention import MultiHeadAttention
 
 

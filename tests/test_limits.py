@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "transformer_lib"
 MODULES = sorted(p for p in PACKAGE.glob("*.py") if p.name != "_modidx.py")
 MODEL_MODULES = ("attention", "self_attention", "cross_attention", "masking",
                  "multi_head_attention", "positional", "layer_norm", "feed_forward", "encoder",
+                 "complexity",
                  "decoder", "model", "recurrent")
 
 

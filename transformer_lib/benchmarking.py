@@ -55,10 +55,11 @@ def cpu_model() -> str:
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU has bfloat16 matrix instructions (x86 AVX-512 BF16 or AMX, read from
-    /proc/cpuinfo) and PyTorch runs its AVX-512 kernels, which use them. There a bfloat16 matmul
-    runs about twice as fast as a float32 one; on other CPUs bfloat16 is emulated and mixed
-    precision would only slow training down. With ATEN_CPU_CAPABILITY=avx2 or default on such a
-    CPU, bfloat16 attention stops ("pack_vnni2 is only supported when avx512 is supported")."""
+    /proc/cpuinfo) and PyTorch runs its AVX-512 kernels, which use them. There bfloat16 matmuls
+    run in hardware (whether training gets faster depends on the CPU); on other CPUs bfloat16
+    is emulated and mixed precision would only slow training down. With
+    ATEN_CPU_CAPABILITY=avx2 or default on such a CPU, bfloat16 attention stops ("pack_vnni2 is
+    only supported when avx512 is supported")."""
     if not torch.backends.cpu.get_cpu_capability().startswith("AVX512"):
         return False
     try:

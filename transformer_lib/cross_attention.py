@@ -25,7 +25,7 @@ def attention_columns(H_q: torch.Tensor, H_kv: torch.Tensor, W_Q: torch.Tensor, 
     sqrt(d_k)). scale=False drops the 1/sqrt(d_k), like the dot score of Luong et al. (2015).
     Returns C: (d_v, t) and the weights alpha: (m, t), each column summing to 1.
     """
-    _check_columns(H_q, H_kv, W_Q, W_K, W_V)      # see "The checks" below
+    _check_columns(H_q, H_kv, W_Q, W_K, W_V)      # checks: Engineering, at the end
     Q = W_Q @ H_q                                 # (d_k, t): q_{:j} = W_Q x'_j
     K = W_K @ H_kv                                # (d_k, m): k_{:i} = W_K x_i
     V = W_V @ H_kv                                # (d_v, m): v_{:i} = W_V x_i
@@ -60,7 +60,7 @@ def _check_matrix(x, name: str, shape_desc: str, dim0: int | None = None,
                else type(x).__name__)
         raise ValueError(f"{name} must be a floating-point matrix of shape {shape_desc}, got {got}")
 
-
+# %% ../notebooks/04_cross_attention.ipynb #6ae9f6f0
 def _check_sequence(x, name: str, shape_desc: str, D: int | None = None) -> None:
     ok = isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2
     if not (ok and (D is None or x.shape[-1] == D)):
@@ -68,20 +68,20 @@ def _check_sequence(x, name: str, shape_desc: str, D: int | None = None) -> None
                else type(x).__name__)
         raise ValueError(f"{name} must be a floating-point tensor of shape {shape_desc}, got {got}")
 
-
+# %% ../notebooks/04_cross_attention.ipynb #77035c01
 def _check_weights(W_Q, W_K, W_V, D: int) -> None:
     _check_matrix(W_Q, "W_Q", f"(d_k, D) with D = {D}", dim1=D)
     _check_matrix(W_K, "W_K", f"(d_k, D) with d_k = {W_Q.shape[0]}, D = {D}", dim0=W_Q.shape[0],
                   dim1=D)
     _check_matrix(W_V, "W_V", f"(d_v, D) with D = {D}", dim1=D)
 
-
+# %% ../notebooks/04_cross_attention.ipynb #0cd2e387
 def _check_columns(H_q, H_kv, W_Q, W_K, W_V) -> None:
     _check_matrix(H_q, "H_q", "(D, t)")
     _check_matrix(H_kv, "H_kv", f"(D, m) with D = {H_q.shape[0]}", dim0=H_q.shape[0])
     _check_weights(W_Q, W_K, W_V, H_q.shape[0])
 
-
+# %% ../notebooks/04_cross_attention.ipynb #6d9926ac
 def _check_rows(X_q, X_kv, W_Q, W_K, W_V) -> None:
     _check_sequence(X_q, "X_q", "(..., t, D)")
     _check_sequence(X_kv, "X_kv", f"(..., m, D) with D = {X_q.shape[-1]}", X_q.shape[-1])

@@ -2,8 +2,7 @@
 
 # %% ../notebooks/09_encoder.ipynb #ef9759c2
 """The encoder: a stack of layers of self-attention and a feed-forward network, each in a residual
-block. Chapter 09 (notebooks/09_encoder.ipynb): the paper's section 3.1; `layer_costs` counts the
-paper's Table 1 (section 4) for one layer. Needs only PyTorch."""
+block. Chapter 09 (notebooks/09_encoder.ipynb): the paper's section 3.1. Needs only PyTorch."""
 from __future__ import annotations
 
 import torch
@@ -15,20 +14,14 @@ from .layer_norm import LayerNorm, ResidualConnection
 from .multi_head_attention import MultiHeadAttention
 
 # %% auto #0
-__all__ = ['EncoderLayer', 'Encoder', 'layer_costs']
+__all__ = ['EncoderLayer', 'Encoder']
 
 # %% ../notebooks/09_encoder.ipynb #2bc90bee
 class EncoderLayer(nn.Module):
-    """One encoder layer (§3.1; chapter 09): self-attention, then the FFN, each
-    inside a residual connection with LayerNorm (post-LN by default; norm_first=True for pre-LN).
-
-    forward(x (B, L, d_model), mask=None, is_causal=False) -> (B, L, d_model); mask: boolean, True =
-    may attend, broadcastable to (B, h, L, L), usually the padding mask (B, 1, 1, L). is_causal=True
-    instead of a mask makes the layer a decoder-only (GPT-style) block (the causal mask by name).
-    dropout: on each sub-layer's output (§5.4). attn_dropout, ffn_dropout: on the attention weights
-    and on the FFN's hidden layer (not in the paper; nn.TransformerEncoderLayer uses `dropout` there
-    too).
-    """
+    """One encoder layer (§3.1; chapter 09): self-attention, then the FFN, each in a residual block
+    with LayerNorm (post-LN; norm_first=True: pre-LN). forward(x (B, L, d_model), mask=None) ->
+    (B, L, d_model); mask boolean, True = may attend, usually the padding mask (B, 1, 1, L);
+    is_causal=True: the causal mask instead (a decoder-only block, as in exercise 3)."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
                  norm_first: bool = False,
@@ -80,48 +73,6 @@ def _final_norm(d_model: int, eps: float, norm_first: bool,
     when norm_first (pre-LN), whose residual stream nothing else normalises."""
     return LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
 
-# %% ../notebooks/09_encoder.ipynb #c65d0490
-def layer_costs(n: int, d: int, k: int = 3, r: int | None = None) -> dict[str, dict]:
-    """The paper's Table 1 (§4), counted for one layer of width d on one sequence of length n.
-
-    Returns {layer type: {"mult_adds", "sequential_ops", "max_path_length", "table1"}}:
-    multiply-adds of the matrix products (self-attention: 4 n d^2 for the projections + 2 n^2 d),
-    steps that must run one after another, the steps from input position 1 to output position n
-    (layers for stacks, time steps for recurrences) and the paper's order of the complexity per
-    layer. Layer types: "self_attention", "rnn" (nn.RNN), "gru" (nn.GRU), "conv"
-    (causal Conv1d of width k), "dilated_conv" (dilation k^(l-1) in layer l) and, when r is given,
-    "restricted_self_attention" (each query sees the r positions centred on it, r odd).
-    """
-    _check_cost_args(n, d, k, r)                 # see Engineering
-    far = n - 1                                  # from position 1 to position n
-    costs = {
-        "self_attention": _cost_row(4 * n * d * d + 2 * n * n * d, 1, min(far, 1), "O(n^2 d)"),
-        "rnn": _cost_row(2 * n * d * d, n, far, "O(n d^2)"),
-        "gru": _cost_row(6 * n * d * d, n, far, "O(n d^2)"),
-        "conv": _cost_row(k * n * d * d, 1,
-                          _layers_to_reach(far, lambda L: L * (k - 1)), "O(k n d^2)"),
-        "dilated_conv": _cost_row(k * n * d * d, 1,
-                                  _layers_to_reach(far, lambda L: k**L - 1), "O(k n d^2)"),
-    }
-    if r is not None:
-        costs["restricted_self_attention"] = _cost_row(
-            4 * n * d * d + 2 * n * r * d, 1,
-            _layers_to_reach(far, lambda L: L * (r - 1) // 2), "O(r n d)")
-    return costs
-
-# %% ../notebooks/09_encoder.ipynb #8e741aa7
-def _layers_to_reach(distance: int, reach) -> int:
-    """Smallest L >= 0 with reach(L) >= distance."""
-    layers = 0
-    while reach(layers) < distance:
-        layers += 1
-    return layers
-
-
-def _cost_row(mult_adds: int, sequential_ops: int, max_path_length: int, table1: str) -> dict:
-    return {"mult_adds": mult_adds, "sequential_ops": sequential_ops,
-            "max_path_length": max_path_length, "table1": table1}
-
 # %% ../notebooks/09_encoder.ipynb #71c9e0f3
 def _check_input(x, module: nn.Module, name: str = "x") -> None:
     """x must be a floating-point (B, L, d_model) tensor of the dtype of `module`'s parameters."""
@@ -135,12 +86,3 @@ def _check_input(x, module: nn.Module, name: str = "x") -> None:
     weight = next(module.parameters(), None)
     if weight is not None:
         _check_dtype(x, name, weight.dtype)
-
-# %% ../notebooks/09_encoder.ipynb #04f94c24
-def _check_cost_args(n, d, k, r) -> None:
-    """The checks of layer_costs: n, d >= 1 and k >= 2 ints; r None or an odd int >= 3."""
-    for name, value, low in (("n", n, 1), ("d", d, 1), ("k", k, 2)):
-        if not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
-    if r is not None and (not isinstance(r, int) or r < 3 or r % 2 == 0):
-        raise ValueError(f"r (neighbourhood size) must be an odd int >= 3, got {r!r}")

@@ -18,7 +18,7 @@ def make_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
     Broadcasts over heads and queries; combine with a causal mask by `&` (chapter 03).
     """
-    _check_token_ids(tokens)                                       # see "The checks" below
+    _check_token_ids(tokens)                                       # checks: Engineering, at the end
     return (tokens != pad_id)[:, None, None, :]                    # (B, 1, 1, L)
 
 
@@ -42,7 +42,7 @@ def _check_token_ids(tokens) -> None:
                if isinstance(tokens, torch.Tensor) else type(tokens).__name__)
         raise TypeError(f"tokens must be an integer tensor of shape (B, L), got {got}")
 
-
+# %% ../notebooks/03_masking.ipynb #1c302ad7
 def _check_sizes(**sizes) -> None:
     for name, val in sizes.items():
         if not isinstance(val, (int, torch.SymInt)) or isinstance(val, bool) or val < 0:

@@ -68,20 +68,12 @@ class TransformerConfig:
 
 # %% ../notebooks/11_model.ipynb #0b941758
 class Transformer(nn.Module):
-    """The encoder-decoder Transformer of "Attention Is All You Need" (Figure 1).
+    """The encoder-decoder Transformer of "Attention Is All You Need" (Figure 1; chapter 11).
 
-    forward(src (B, L_s), tgt (B, L_t), src_mask=None, tgt_mask=None) -> logits (B, L_t, V_tgt).
-    Masks default to the padding mask of src, and the causal mask for tgt (True = may attend). tgt
-    is assumed right-padded: its real positions then see no pad key, so the default tgt mask needs
-    no padding part (logits at pad positions differ from a padding & causal mask; the loss ignores
-    them). encode(src, src_mask=None) -> memory (B, L_s, d_model).
-    decode(tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> logits (B, L_t, V_tgt); with
-    cache={} on the first step and the same dict afterwards, tgt holds only the new tokens and the
-    position offset is kept in cache["offset"].
-    check_inputs (attribute, default True): check that token ids are in the vocabulary on every
-    call, which costs one host-device synchronisation on a GPU; a trainer that checked its data once
-    may switch it off (transformer_lib.train does).
-    """
+    forward(src (B, L_s), tgt (B, L_t), src_mask=None, tgt_mask=None) -> logits (B, L_t, V_tgt)
+    is encode(src) -> memory (B, L_s, d_model), then decode(tgt, memory). Masks default to src's
+    padding mask and tgt's causal mask (True = may attend), for right-padded tgt.
+    `check_inputs = False` skips the token-id check on every call (a GPU sync)."""
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -118,6 +110,8 @@ class Transformer(nn.Module):
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
                tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
+        """With cache={} at the first step and the same dict after it, tgt holds only the new
+        tokens; cache["offset"] keeps the position of the next one."""
         c = self.config
         offset = 0 if cache is None else cache.get("offset", 0)
         _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)

@@ -21,8 +21,8 @@ from torch import nn
 from .model import _is_compiling
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'budget_lr', 'BudgetSchedule', 'adamw',
-           'CosineSchedule', 'LabelSmoothingLoss', 'save_checkpoint', 'load_checkpoint', 'average_checkpoints',
+__all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'LabelSmoothingLoss', 'save_checkpoint',
+           'load_checkpoint', 'average_checkpoints', 'budget_lr', 'BudgetSchedule', 'adamw', 'CosineSchedule',
            'CheckpointError', 'unwrap_model', 'config_dict', 'get_rng_state', 'set_rng_state', 'check_loadable',
            'read_checkpoint']
 
@@ -68,78 +68,6 @@ class WarmupSchedule(torch.optim.lr_scheduler.LRScheduler):
     def get_lr(self) -> list[float]:
         factor = warmup_lr(self.last_epoch + 1, self.d_model, self.warmup_steps)
         return [base_lr * factor for base_lr in self.base_lrs]
-
-# %% ../notebooks/14_optimization.ipynb #fc8a90ea
-def budget_lr(step: int, progress: float, warmup_steps: int, decay_start: float = 0.6) -> float:
-    """Multiplier of the peak rate for a run with a fixed budget, the budget schedule of chapter 14.
-
-    Linear warm-up over updates 1 … `warmup_steps`, then constant, then linear decay to 0 between
-    `progress` = `decay_start` and 1 (progress: the fraction of the time or update budget used).
-    A deviation from the paper's eq. (3), which is written for a known number of updates.
-    """
-    _check_budget_args(step, progress, warmup_steps, decay_start)
-    decay = 1.0 if progress <= decay_start else (1.0 - progress) / (1.0 - decay_start)
-    return min(1.0, step / warmup_steps) * decay
-
-
-class BudgetSchedule(torch.optim.lr_scheduler.LRScheduler):
-    """`budget_lr` as a PyTorch scheduler: lr = base_lr × budget_lr(step, progress()).
-
-    Create the optimizer with lr = the peak rate. `progress(k)`, given the number k of updates done,
-    returns the fraction of the budget used so far (read at every `step()`, clipped to [0, 1]):
-    k / max_steps for an update budget, training seconds / time budget for a time budget.
-    """
-
-    def __init__(self, optimizer: torch.optim.Optimizer, warmup_steps: int,
-                 progress: Callable[[int], float], decay_start: float = 0.6, last_epoch: int = -1):
-        budget_lr(1, 0.0, warmup_steps, decay_start)  # validates the arguments
-        self.warmup_steps, self.progress, self.decay_start = warmup_steps, progress, decay_start
-        super().__init__(optimizer, last_epoch)
-
-    def get_lr(self) -> list[float]:
-        p = min(max(float(self.progress(self.last_epoch)), 0.0), 1.0)
-        factor = budget_lr(self.last_epoch + 1, p, self.warmup_steps, self.decay_start)
-        return [base_lr * factor for base_lr in self.base_lrs]
-
-    def state_dict(self) -> dict:
-        "Everything but `progress` (a function of the caller's clock, passed again when resuming)."
-        return {k: v for k, v in super().state_dict().items() if k != "progress"}
-
-
-# %% ../notebooks/14_optimization.ipynb #f8f6d701
-def adamw(model: nn.Module, lr: float, *, weight_decay: float = 0.1,
-          betas: tuple[float, float] = (0.9, 0.99)) -> torch.optim.AdamW:
-    """AdamW with weight decay on the matrices only (weights and embeddings), none on biases and
-    LayerNorm gains (nanoGPT's grouping); fused on CUDA."""
-    params = list(model.parameters())
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas,
-                             fused=params[0].device.type == "cuda")
-
-
-class CosineSchedule(torch.optim.lr_scheduler.LRScheduler):
-    """Linear warm-up, then cosine decay from `lr` to `min_lr`: update k (from 0) runs at
-    min(1, (k+1)/warmup_steps) · (min_lr + ½(lr − min_lr)(1 + cos(π·progress(k)))).
-
-    `progress(k)` is the fraction of training done before update k: k / max_steps, or the fraction
-    of a time budget spent. Every parameter group gets the same rate.
-    """
-
-    def __init__(self, optimizer: torch.optim.Optimizer, lr: float, min_lr: float,
-                 warmup_steps: int, progress, last_epoch: int = -1):
-        self.peak, self.min_lr, self.warmup_steps, self.progress = (lr, min_lr, warmup_steps,
-                                                                    progress)
-        super().__init__(optimizer, last_epoch)
-
-    def rate(self, step: int) -> float:
-        warm = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
-        return warm * (self.min_lr + 0.5 * (self.peak - self.min_lr)
-                       * (1 + math.cos(math.pi * self.progress(step))))
-
-    def get_lr(self) -> list[float]:
-        return [self.rate(self.last_epoch)] * len(self.optimizer.param_groups)
 
 # %% ../notebooks/14_optimization.ipynb #c8504aa4
 class LabelSmoothingLoss(nn.Module):
@@ -262,6 +190,78 @@ def average_checkpoints(paths: Iterable[str | os.PathLike]) -> dict[str, torch.T
                 total[name] = tensor.clone()
     return {name: (t / len(paths)).to(first[name].dtype) if first[name].is_floating_point() else t
             for name, t in total.items()}
+
+# %% ../notebooks/14_optimization.ipynb #fc8a90ea
+def budget_lr(step: int, progress: float, warmup_steps: int, decay_start: float = 0.6) -> float:
+    """Multiplier of the peak rate for a run with a fixed budget, the budget schedule (appendix A5).
+
+    Linear warm-up over updates 1 … `warmup_steps`, then constant, then linear decay to 0 between
+    `progress` = `decay_start` and 1 (progress: the fraction of the time or update budget used).
+    A deviation from the paper's eq. (3), which is written for a known number of updates.
+    """
+    _check_budget_args(step, progress, warmup_steps, decay_start)
+    decay = 1.0 if progress <= decay_start else (1.0 - progress) / (1.0 - decay_start)
+    return min(1.0, step / warmup_steps) * decay
+
+
+class BudgetSchedule(torch.optim.lr_scheduler.LRScheduler):
+    """`budget_lr` as a PyTorch scheduler: lr = base_lr × budget_lr(step, progress()).
+
+    Create the optimizer with lr = the peak rate. `progress(k)`, given the number k of updates done,
+    returns the fraction of the budget used so far (read at every `step()`, clipped to [0, 1]):
+    k / max_steps for an update budget, training seconds / time budget for a time budget.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, warmup_steps: int,
+                 progress: Callable[[int], float], decay_start: float = 0.6, last_epoch: int = -1):
+        budget_lr(1, 0.0, warmup_steps, decay_start)  # validates the arguments
+        self.warmup_steps, self.progress, self.decay_start = warmup_steps, progress, decay_start
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        p = min(max(float(self.progress(self.last_epoch)), 0.0), 1.0)
+        factor = budget_lr(self.last_epoch + 1, p, self.warmup_steps, self.decay_start)
+        return [base_lr * factor for base_lr in self.base_lrs]
+
+    def state_dict(self) -> dict:
+        "Everything but `progress` (a function of the caller's clock, passed again when resuming)."
+        return {k: v for k, v in super().state_dict().items() if k != "progress"}
+
+
+# %% ../notebooks/14_optimization.ipynb #f8f6d701
+def adamw(model: nn.Module, lr: float, *, weight_decay: float = 0.1,
+          betas: tuple[float, float] = (0.9, 0.99)) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only (weights and embeddings), none on biases and
+    LayerNorm gains (nanoGPT's grouping); fused on CUDA."""
+    params = list(model.parameters())
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas,
+                             fused=params[0].device.type == "cuda")
+
+
+class CosineSchedule(torch.optim.lr_scheduler.LRScheduler):
+    """Linear warm-up, then cosine decay from `lr` to `min_lr`: update k (from 0) runs at
+    min(1, (k+1)/warmup_steps) · (min_lr + ½(lr − min_lr)(1 + cos(π·progress(k)))).
+
+    `progress(k)` is the fraction of training done before update k: k / max_steps, or the fraction
+    of a time budget spent. Every parameter group gets the same rate.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lr: float, min_lr: float,
+                 warmup_steps: int, progress, last_epoch: int = -1):
+        self.peak, self.min_lr, self.warmup_steps, self.progress = (lr, min_lr, warmup_steps,
+                                                                    progress)
+        super().__init__(optimizer, last_epoch)
+
+    def rate(self, step: int) -> float:
+        warm = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+        return warm * (self.min_lr + 0.5 * (self.peak - self.min_lr)
+                       * (1 + math.cos(math.pi * self.progress(step))))
+
+    def get_lr(self) -> list[float]:
+        return [self.rate(self.last_epoch)] * len(self.optimizer.param_groups)
 
 # %% ../notebooks/14_optimization.ipynb #27bde06d
 def _check_budget_args(step: int, progress: float, warmup_steps: int, decay_start: float) -> None:

@@ -63,7 +63,7 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_positions(self, x, offset)                   # see "The checks" below
+        _check_positions(self, x, offset)                   # checks: Engineering, at the end
         # (..., L, d_model)
         return self.dropout(x + self.pe[offset:offset + x.size(-2)].to(x.dtype))
 
@@ -79,7 +79,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        _check_positions(self, x, offset)                   # see "The checks" below
+        _check_positions(self, x, offset)                   # checks: Engineering, at the end
         # (..., L, d_model)
         return self.dropout(x + self.weight[offset:offset + x.size(-2)].to(x.dtype))
 
