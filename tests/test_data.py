@@ -11,10 +11,6 @@ from transformer_lib import data
 from transformer_lib.data import ENV_VAR, MANIFEST, DataError, fetch, resolve_data_dir
 
 SHARED = os.environ.get(ENV_VAR)
-# Skipped only outside CI: under CI (CI=true) a missing data directory is a failure, not a skip.
-needs_data = pytest.mark.skipif((not SHARED or not Path(SHARED, "multi30k").exists())
-                                and not os.environ.get("CI"),
-                                reason=f"{ENV_VAR} does not point at the shared datasets")
 
 
 def test_resolution_order(monkeypatch, tmp_path):
@@ -77,7 +73,7 @@ def test_unknown_file_and_split():
         data.load_multi30k("dev")
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_corrupt_file_is_never_used(tmp_path):
     target = tmp_path / "multi30k" / "val.de.gz"
     target.parent.mkdir()
@@ -113,7 +109,7 @@ def test_a_directory_where_the_file_should_be(tmp_path, monkeypatch, download):
         data.load_translator(tmp_path)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_loaders_on_shared_data():
     for split, n in [("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)]:
         pairs = data.load_multi30k(split)
@@ -130,7 +126,7 @@ def test_loaders_on_shared_data():
     assert pairs[0] == ("Go.", "Va !")                                   # (English, French)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_mismatched_parallel_files_are_rejected(tmp_path, monkeypatch):
     d = tmp_path / "multi30k"
     d.mkdir()
@@ -204,7 +200,7 @@ def test_every_missing_file_is_named_at_once(tmp_path, monkeypatch):
         data.load_multi30k("val", data_dir=tmp_path, download=False)
 
 
-@needs_data
+@pytest.mark.needs_data
 def test_missing_and_corrupt_files_are_named_together(tmp_path):
     (tmp_path / "multi30k").mkdir()
     for name in MULTI30K_FILES[:3]:
@@ -214,10 +210,22 @@ def test_missing_and_corrupt_files_are_named_together(tmp_path):
         data.fetch_all(MULTI30K_FILES, data_dir=tmp_path, download=False)
     msg = str(e.value)
     assert msg.startswith("4 of the 6 dataset files")
-    assert f"'{MULTI30K_FILES[1]}' fails its SHA-256 check" in msg
+    assert f"'{MULTI30K_FILES[1]}' fails its checksum" in msg
     assert all(f"'{n}' not found" in msg for n in MULTI30K_FILES[3:])
     assert MULTI30K_FILES[0] not in msg and f"'{MULTI30K_FILES[2]}'" not in msg
     # a single problem keeps fetch's own message
     with pytest.raises(DataError, match="Dataset file 'multi30k/val.en.gz' not found"):
         data.fetch_all(["multi30k/train.de.gz", "multi30k/val.en.gz"], data_dir=tmp_path,
                        download=False)
+
+
+def test_the_needs_data_marker_looks_where_the_package_does(monkeypatch, tmp_path):
+    import conftest  # tests/conftest.py: the shared markers
+    assert conftest.ENV_VAR == ENV_VAR
+    monkeypatch.setattr(conftest, "CACHE", tmp_path / "no-cache")
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    assert not conftest.have_dataset("multi30k")
+    (tmp_path / "multi30k").mkdir()
+    assert conftest.have_dataset("multi30k") and not conftest.have_dataset("tinyshakespeare")
+    monkeypatch.delenv(ENV_VAR)
+    assert not conftest.have_dataset("multi30k")

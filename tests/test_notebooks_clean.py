@@ -103,7 +103,7 @@ def test_every_notebook_is_in_the_book():
 # standard library only, and no import of the modules listed here.
 NON_MODEL = {"plotting", "data", "text", "bleu", "train", "training", "trainer", "exercises", "toy",
              "char_model", "engineering", "recipe", "rope", "reading_heads",
-             "checkpoint", "benchmark", "interop", "equal_time", "inside", "export"}
+             "checkpoint", "benchmark", "interop", "equal_time", "inside", "export", "wmt14"}
 HEAVY = {"matplotlib", "tokenizers", "sacrebleu", "tqdm", "numpy", "pandas", "yaml"}
 
 

@@ -159,7 +159,8 @@ def bound_of_tokenizers() -> str:
 
 def test_tokenizers_is_bounded_alike_in_every_extra():
     reqs = tokenizers_requirements()
-    assert set(reqs) == {"nlp", "colab"}, f"tokenizers is required by the extras {sorted(reqs)}"
+    assert set(reqs) == {"nlp", "colab", "wmt"}, \
+        f"tokenizers is required by the extras {sorted(reqs)}"
     specs = {extra: req.specifier for extra, req in reqs.items()}
     assert len(set(map(str, specs.values()))) == 1, f"the extras bound tokenizers apart: {specs}"
     spec = specs["nlp"]

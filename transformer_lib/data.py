@@ -26,9 +26,9 @@ from .model import Transformer, TransformerConfig
 
 # %% auto #0
 __all__ = ['ENV_VAR', 'MANIFEST', 'DOWNLOAD_TIMEOUT_S', 'MULTI30K_SPLITS', 'MULTI30K_FILES', 'TRANSLATOR_NAME',
-           'TRANSLATOR_FORMAT', 'DataError', 'DataFile', 'resolve_data_dir', 'sha256_of', 'fetch', 'fetch_all',
-           'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng', 'save_translator', 'load_translator',
-           'records_dir']
+           'TRANSLATOR_FORMAT', 'DataError', 'DataFile', 'resolve_data_dir', 'sha256_of', 'checksum_mismatch', 'fetch',
+           'fetch_all', 'load_multi30k', 'load_tiny_shakespeare', 'load_tatoeba_fra_eng', 'save_translator',
+           'load_translator', 'records_dir']
 
 # %% ../notebooks/A2_data.ipynb #777e445e
 ENV_VAR = "TRANSFORMER_LIB_DATA"
@@ -40,10 +40,13 @@ class DataError(RuntimeError):
 
 @dataclass(frozen=True)
 class DataFile:
-    "One file of a dataset: its path relative to the data directory, its SHA-256 and its source."
+    """One file of a dataset: its path relative to the data directory, its published checksum
+    (SHA-256; MD5 only where the publisher gives nothing else) and its source."""
     path: str
-    sha256: str
+    sha256: str                   # "" where only an MD5 is published
     url: str
+    md5: str = ""
+    size: int = 0                 # bytes, where the manifest that gives the checksum says
 
 
 _M30K = ("https://raw.githubusercontent.com/multi30k/dataset/"
@@ -82,6 +85,26 @@ MANIFEST: dict[str, DataFile] = {f.path: f for f in [
              "16c4f7d0df9e7c5e6c54cdb0447f3f4a18a55052ff5e2e0b27dd4a06c0e49d04",
              "https://raw.githubusercontent.com/genimind/seq2seq/"
              "4f3f8eb0adde54fcc8b89394336b002e7961244c/fra-eng.zip"),
+    # WMT 2014 English-German as the paper used it (chapter 21): the three training corpora, then
+    # newstest2013 (development) and newstest2014 (test). The archives' SHA-256 and sizes are the
+    # "download_checksums" of huggingface/datasets (datasets/wmt14/dataset_infos.json, commit
+    # 22d3b80); stagedml (src/stagedml/stages/fetchwmt.py) gives the same two for Europarl and
+    # Common Crawl. The test sets' MD5s are sacreBLEU's ("wmt13", "wmt14/full"), which
+    # tests/test_wmt14.py compares with the installed sacreBLEU. statmt.org names its archives by
+    # year and version, and the checksums catch any change of their bytes.
+    DataFile("wmt14/training-parallel-europarl-v7.tgz",
+             "0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7",
+             "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz", size=657_632_379),
+    DataFile("wmt14/training-parallel-commoncrawl.tgz",
+             "c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5",
+             "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz", size=918_311_367),
+    DataFile("wmt14/training-parallel-nc-v9.tgz",
+             "cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485",
+             "http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz", size=80_418_416),
+    DataFile("wmt14/wmt13-test.tgz", "", "https://statmt.org/wmt13/test.tgz",
+             md5="48eca5d02f637af44e85186847141f67"),
+    DataFile("wmt14/wmt14-test-full.tgz", "", "https://statmt.org/wmt14/test-full.tgz",
+             md5="a8cd784e006feb32ac6f3d9ec7eb389a"),
 ]}
 
 # %% ../notebooks/A2_data.ipynb #005b9ddf
@@ -96,13 +119,21 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path:
     return Path(cache) / "transformer_lib"
 
 
-def sha256_of(path: Path) -> str:
-    "SHA-256 hex digest of a file, read in 1 MiB chunks."
-    h = hashlib.sha256()
+def sha256_of(path: Path, algorithm: str = "sha256") -> str:
+    "SHA-256 (or `algorithm`'s) hex digest of a file, read in 1 MiB chunks."
+    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def checksum_mismatch(entry: DataFile, path: Path) -> str | None:
+    """None if the file at `path` has `entry`'s published checksum, else what differs."""
+    algorithm, want = ("sha256", entry.sha256) if entry.sha256 else ("md5", entry.md5)
+    got = sha256_of(path, algorithm)
+    name = {"sha256": "SHA-256", "md5": "MD5"}[algorithm]
+    return None if got == want else f"has {name} {got}, expected {want}"
 
 # %% ../notebooks/A2_data.ipynb #35a233e3
 def _how_to_provide(entry: DataFile, root: Path) -> str:
@@ -128,10 +159,10 @@ def _download(entry: DataFile, target: Path) -> None:
         with os.fdopen(fd, "wb") as out, urllib.request.urlopen(entry.url,
                                                                 timeout=DOWNLOAD_TIMEOUT_S) as resp:
             shutil.copyfileobj(resp, out)
-        got = sha256_of(Path(tmp))
-        if got != entry.sha256:
-            raise DataError(f"Downloaded '{entry.path}' from {entry.url} but its SHA-256 is {got}, "
-                            f"expected {entry.sha256}; the file was discarded.")
+        mismatch = checksum_mismatch(entry, Path(tmp))
+        if mismatch:
+            raise DataError(f"Downloaded '{entry.path}' from {entry.url} but it {mismatch}; the "
+                            "file was discarded.")
         os.replace(tmp, target)
     finally:
         if tmp is not None and os.path.exists(tmp):
@@ -180,11 +211,10 @@ def fetch(name: str, data_dir: str | os.PathLike | None = None, download: bool =
             raise DataError(f"Dataset file '{entry.path}' not found in {root} and the download "
                             f"from {entry.url} failed ({_why(e)}). "
                             + _how_to_provide(entry, root)) from e
-    got = sha256_of(path)
-    if got != entry.sha256:
-        raise DataError(f"Dataset file {path} has SHA-256 {got}, expected {entry.sha256}: it is "
-                        "corrupt or a different version, and will not be used. Delete it to "
-                        "re-download, or "
+    mismatch = checksum_mismatch(entry, path)
+    if mismatch:
+        raise DataError(f"Dataset file {path} {mismatch}: it is corrupt or a different version, "
+                        "and will not be used. Delete it to re-download, or "
                         + _how_to_provide(entry, root))
     return path
 
@@ -206,7 +236,7 @@ def fetch_all(names: Sequence[str], data_dir: str | os.PathLike | None = None,
     if len(failed) == 1:
         raise failed[0][1]
     if failed:
-        problems = [f"'{name}' " + ("fails its SHA-256 check (corrupt or another version: delete "
+        problems = [f"'{name}' " + ("fails its checksum (corrupt or another version: delete "
                                     "it)" if (root / name).exists() else "not found")
                     for name, _ in failed]
         sources = [f"{MANIFEST[name].url} -> {root / name}" for name, _ in failed
