@@ -49,12 +49,12 @@ from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import Recipe
 from transformer_lib.recipe import parse_args as recipe_args
 from transformer_lib.train import (
-    _prepare_model,
     budget_progress,
     fit,
     make_optimizer,
     make_schedule,
     prepare,
+    prepare_model,
     timed_bleu,
 )
 from transformer_lib.training import evaluate_loss
@@ -68,7 +68,7 @@ def install(s, kind: str, capstone_amp) -> None:
     s.step, s.history, s.evals, s.train_seconds = 0, [], [], 0.0
     if kind == "transformer_lib":                     # the capstone's own set-up, untouched
         s.amp_dtype = capstone_amp
-        _prepare_model(s, [], None)                   # (the ids were checked once by `prepare`)
+        prepare_model(s, [], None)                   # (the ids were checked once by `prepare`)
         return
     r = s.recipe
     torch.manual_seed(r.seed)

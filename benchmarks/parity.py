@@ -65,12 +65,12 @@ from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import parse_args as recipe_args
 from transformer_lib.text import SACREBLEU_SETTINGS
 from transformer_lib.train import (
-    _prepare_model,
     budget_progress,
     fit,
     make_optimizer,
     make_schedule,
     prepare,
+    prepare_model,
     startup_record,
     timed_bleu,
 )
@@ -92,7 +92,7 @@ def install(s, kind: str, amp_dtype) -> None:
         gain = model_module.QKV_INIT_GAIN
         model_module.QKV_INIT_GAIN = 1.0 if kind == "ours-per-block-qkv" else gain
         try:
-            _prepare_model(s, [], None)    # the capstone's own set-up (ids checked by prepare)
+            prepare_model(s, [], None)    # the capstone's own set-up (ids checked by prepare)
         finally:
             model_module.QKV_INIT_GAIN = gain
         if kind == "ours-from-torch-init":      # nn.Transformer's initial weights, in our model

@@ -3,7 +3,8 @@
 - `needs_data` (or `needs_data("tinyshakespeare")`): the test reads that dataset from the directory
   TRANSFORMER_LIB_DATA names. Skipped where it is not there, except under CI (CI=true), where a
   missing dataset is a failure: CI must run every test.
-- `slow`: the test takes more than a few seconds; `make quick` leaves these out.
+- `slow` (registered in pyproject.toml): the test takes more than about fifteen seconds on two
+  cores (`--durations` shows which); `make quick` leaves these out.
 """
 from __future__ import annotations
 

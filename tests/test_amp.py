@@ -138,7 +138,7 @@ def test_train_makes_a_scaler_for_float16(monkeypatch, amp, wants_scaler):
 @pytest.mark.parametrize("capability, compiled", [((7, 5), False), ((8, 0), True)])
 def test_the_capstone_compiles_only_where_amp_settings_says_so(gpu, monkeypatch, tmp_path, capsys,
                                                                capability, compiled):
-    """The branch of the capstone's `_prepare_model` that skips torch.compile below compute
+    """The branch of the capstone's `prepare_model` that skips torch.compile below compute
     capability 8.0 (Colab's T4), run: `prepare` on the CPU, asking `amp_settings` about a mocked
     GPU. On the T4 it says it does not compile, trains the model as it is and in float16 (which
     `train` pairs with a scaler); from 8.0 on it hands the model to torch.compile, in bfloat16."""

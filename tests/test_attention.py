@@ -133,7 +133,7 @@ def test_dropout_on_weights():
 @pytest.mark.parametrize("p", [-0.1, 1.5, float("nan")])
 def test_dropout_p_out_of_range_is_an_error(p):
     q, k, v = _qkv(1, 1, 2, 3, 4, 4, torch.Generator().manual_seed(0))
-    with pytest.raises(ValueError, match=r"dropout_p must be a probability in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"dropout_p must be a probability in \[0, 1\)"):
         scaled_dot_product_attention(q, k, v, dropout_p=p)
 
 

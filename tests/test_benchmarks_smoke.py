@@ -163,6 +163,7 @@ def test_beam_diagnosis_writes_one_row_per_path(tmp_path):
 
 
 @pytest.mark.needs_data
+@pytest.mark.slow
 def test_train_throughput_smoke(tmp_path):
     rec, out = run_script("train_throughput.py", "--preset", "cpu-30min", "--tiny", "--device",
                           "cpu", out=tmp_path / "tt.json")
@@ -216,6 +217,7 @@ def test_bleu_at_equal_time_smoke(tmp_path):
 
 
 @pytest.mark.needs_data
+@pytest.mark.slow
 def test_parity_smoke_is_deterministic_per_update(tmp_path):
     """Equal updates, one precision, the verdict computed from the runs; the old per-block
     initialisation is a different run from ours; two processes' records combine into one."""
@@ -257,6 +259,7 @@ def test_parity_smoke_is_deterministic_per_update(tmp_path):
 
 
 @pytest.mark.needs_data
+@pytest.mark.slow
 def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
     """`--tiny`: every optional step of the GPU runbook, seconds long on the CPU, writes its record
     (its two calls: tests/test_gpu_runbook.py)."""
@@ -299,6 +302,7 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
 
 
 @pytest.mark.needs_data
+@pytest.mark.slow
 def test_rnn_vs_transformer_smoke(tmp_path):
     """Both models train for the same budget on one prepared run, one after the other, and the
     record holds what chapter 20 reads: updates, speed, NLL curve, BLEU, seconds per phase."""

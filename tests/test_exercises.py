@@ -610,7 +610,7 @@ def _rotary_unscaled(ex5):         # written out by hand, as a reader would, wit
         def forward(self, query, key, value, mask=None, cache=None, static_kv=False):
             B, L, d = query.shape
             # (B, h, L, d_k)
-            q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))
+            q, k, v = (self.split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))
             scores = rope(q) @ rope(k).transpose(-2, -1)                              # (B, h, L, L)
             weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
             return self.out_proj((weights @ v).transpose(1, 2).reshape(B, L, d))

@@ -75,6 +75,7 @@ def test_pairs():
     return data.load_multi30k("test_2016_flickr")
 
 
+@pytest.mark.slow
 def test_the_command_line_writes_the_six_files_and_lists_them(exported):
     out, printed = exported
     assert sorted(p.name for p in out.iterdir()) == sorted(FILES)           # nothing else

@@ -32,6 +32,7 @@ def test_runbook_asks_for_a_call_or_steps():
 
 
 @pytest.mark.needs_data
+@pytest.mark.slow
 def test_tiny_calls_write_their_records(tmp_path):
     """Call 1: the gpu preset's run, evaluated at the end only, with its record, its start-up and
     its history; call 2: ours and then nn.Transformer at the gpu-30s recipe's time budget, each with

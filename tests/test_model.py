@@ -321,12 +321,12 @@ def test_source_and_target_batch_sizes_must_agree():
     ("eps", -1.0, r"eps must be a finite number > 0, got -1.0"),
     ("eps", 0.0, r"eps must be a finite number > 0"),
     ("eps", float("nan"), r"eps must be a finite number > 0, got nan"),
-    ("dropout", -0.1, r"dropout must be a probability in \[0, 1\], got -0.1"),
-    ("dropout", float("nan"), r"dropout must be a probability in \[0, 1\], got nan"),
-    ("attn_dropout", -1.0, r"attn_dropout must be a probability in \[0, 1\], got -1.0"),
+    ("dropout", -0.1, r"dropout must be a probability in \[0, 1\), got -0.1"),
+    ("dropout", float("nan"), r"dropout must be a probability in \[0, 1\), got nan"),
+    ("attn_dropout", -1.0, r"attn_dropout must be a probability in \[0, 1\), got -1.0"),
     ("attn_dropout", float("inf"), r"attn_dropout must be a probability"),
-    ("ffn_dropout", 1.5, r"ffn_dropout must be a probability in \[0, 1\], got 1.5"),
-    ("dropout", "0.1", r"dropout must be a probability in \[0, 1\], got '0.1'"),
+    ("ffn_dropout", 1.5, r"ffn_dropout must be a probability in \[0, 1\), got 1.5"),
+    ("dropout", "0.1", r"dropout must be a probability in \[0, 1\), got '0.1'"),
 ])
 def test_float_fields_are_checked_where_they_are_set(field, value, msg):
     with pytest.raises(ValueError, match=msg):

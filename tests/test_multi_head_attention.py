@@ -390,7 +390,7 @@ def test_mixed_dtypes_are_allowed_under_autocast():
 
 @pytest.mark.parametrize("p", [-1.0, 1.5, float("nan")])
 def test_dropout_out_of_range_is_refused_at_construction(p):
-    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"dropout must be a probability in \[0, 1\)"):
         MultiHeadAttention(8, 2, dropout=p)
 
 

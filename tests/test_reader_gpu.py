@@ -43,12 +43,13 @@ SETUP, LIVE = "a60462aa", "a60462ab"       # the live training cell and the set-
 
 
 def run_setup_cell(capability, tmp_path) -> dict:
-    """The chapter's set-up cell, executed on a mocked GPU of `capability` (None: no GPU); its
-    temporary output directory is `tmp_path`. Returns the cell's variables."""
+    """The chapter's set-up cell, executed on a mocked GPU of `capability` (None: no GPU) in the
+    directory `tmp_path`, where it keeps the run in my-translator/. Returns the cell's
+    variables."""
     names: dict = {}
     with pytest.MonkeyPatch.context() as mp:
         mock_gpu(mp, capability)
-        mp.setattr("tempfile.mkdtemp", lambda **kwargs: str(tmp_path))
+        mp.chdir(tmp_path)
         exec(cell(SETUP), names)
     return names
 
@@ -77,8 +78,12 @@ def test_the_chapters_training_cell_picks_by_device(tmp_path, capability, expect
     names = run_setup_cell(capability, tmp_path)
     assert names["RUN_FULL_RECIPE"] is False
     assert names["name"] == expected
-    assert names["recipe"] == dataclasses.replace(preset(expected), out_dir=str(tmp_path),
+    assert names["recipe"] == dataclasses.replace(preset(expected),
+                                                  out_dir=f"my-translator/{expected}",
                                                   progress=False)
+    (tmp_path / "my-translator" / expected).mkdir(parents=True)      # a run the reader kept
+    again = run_setup_cell(capability, tmp_path)
+    assert again["recipe"].out_dir == f"my-translator/{expected}-1"     # is never written over
     live = cell(LIVE)
     assert "run_report(result)" in live and len(live.splitlines()) <= 40
 
@@ -174,9 +179,10 @@ def test_the_live_cell_prints_the_runs_own_figures(tmp_path):
     """The chapter's two cells end to end: the set-up cell on a mocked T4 picks gpu-30s; that
     recipe, forced onto the CPU with a few hundred pairs and three updates, runs in the live cell,
     which prints the run's own figures."""
-    names = run_setup_cell((7, 5), tmp_path / "run")
+    names = run_setup_cell((7, 5), tmp_path)
     assert names["name"] == "gpu-30s"
-    names["recipe"] = dataclasses.replace(names["recipe"], device="cpu", train_pairs=300,
+    names["recipe"] = dataclasses.replace(names["recipe"], out_dir=str(tmp_path / "run"),
+                                          device="cpu", train_pairs=300,
                                           vocab_size=450, batch_tokens=400, time_budget_s=0.0,
                                           max_steps=3, eval_sentences=8, test_sentences=8)
     out = io.StringIO()

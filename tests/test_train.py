@@ -338,6 +338,7 @@ def run_hang_aware(cmd, env, timeout):
 
 
 @pytest.mark.needs_data
+@pytest.mark.slow
 def test_two_process_ddp_gloo(tmp_path):
     """torchrun with 2 CPU processes: finite losses, identical weights on both, a checkpoint that
     resumes."""
@@ -608,8 +609,8 @@ def test_float_fields_are_all_checked():
     ({"peak_lr": 0.0}, "peak_lr must be > 0"),
     ({"clip_grad_norm": -1.0}, "clip_grad_norm must be >= 0"),
     ({"length_penalty": -0.5}, "length_penalty must be >= 0"),
-    ({"label_smoothing": 1.0}, r"label_smoothing must be in \[0, 1\)"),
-    ({"attn_dropout": -0.1}, r"attn_dropout must be in \[0, 1\)"),
+    ({"label_smoothing": 1.0}, r"label_smoothing must be a probability in \[0, 1\)"),
+    ({"attn_dropout": -0.1}, r"attn_dropout must be a probability in \[0, 1\)"),
     ({"seed": -1}, r"seed must be in \[0, 2\*\*31\)"),
     ({"out_dir": ""}, "out_dir must name a directory"),
     ({"device": "cuda:x"}, "device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"),
@@ -830,9 +831,44 @@ def test_the_run_says_where_its_files_are(tmp_path, capsys, monkeypatch):
     run(tiny_recipe("rel/run", max_steps=2, results="rec.json"))
     out = capsys.readouterr().out
     assert out.splitlines()[0] == f"output directory: {tmp_path / 'rel' / 'run'}"
-    assert ("wrote checkpoint.pt, tokenizer.json, model.pt, history.json, translations.json in "
+    assert ("wrote checkpoint.pt, tokenizer.json, model.pt, translator.pt, history.json, "
+            "translations.json in "
             f"{tmp_path / 'rel' / 'run'}; results record: {tmp_path / 'rec.json'}") in out
     assert "smoke test" not in out                           # not the cpu-tiny model: no note
+
+
+@pytest.mark.needs_data
+def test_a_run_keeps_its_translator_and_the_commands_that_go_on_from_it(tmp_path, monkeypatch):
+    """Chapter 18's live cell: the reader's run stays in a folder of theirs, its translator loads
+    with load_translator, and the two commands the chapter prints (resume, export) work as
+    printed."""
+    import shlex
+
+    import torch
+
+    from transformer_lib.data import load_translator
+    from transformer_lib.train import reader_commands
+    monkeypatch.chdir(tmp_path)
+    recipe = dataclasses.replace(preset("cpu-tiny"), out_dir="my-translator/cpu-tiny",
+                                 progress=False, max_steps=3, eval_sentences=4, test_sentences=4)
+    result = run(recipe)
+    assert result.results["wall_seconds"] >= result.results["training_seconds"] > 0
+    model, tok, info = load_translator(tmp_path / "my-translator" / "cpu-tiny" / "translator.pt")
+    theirs = result.model.state_dict()
+    assert all(torch.equal(v, theirs[k].half().float()) for k, v in model.state_dict().items())
+    assert tok.vocab_size == result.tokenizer.vocab_size and info["weights"] == "last"
+    commands = reader_commands(recipe, "cpu-tiny")
+    assert commands["resume"] == ("python -m transformer_lib.train --preset cpu-tiny --out-dir "
+                                  "my-translator/cpu-tiny --resume --time-budget-s 60")
+    argv = shlex.split(commands["resume"])[3:]
+    assert main(argv + ["--max-steps", "5", "--eval-sentences", "4", "--test-sentences", "4",
+                        "--no-progress"]) == 0                      # resumed, two updates more
+    assert json.loads((tmp_path / "my-translator" / "cpu-tiny" / "results.json").read_text()
+                      )["steps"] == 5
+    argv = shlex.split(commands["export"])
+    assert argv[:3] == ["python", "-m", "transformer_lib.export"]
+    assert Path(argv[argv.index("--translator") + 1]).is_file()
+    assert argv[argv.index("--out") + 1] == "my-translator/cpu-tiny-web"
 
 
 def test_report_files_says_what_cpu_tiny_is_for(tmp_path, capsys):
@@ -969,3 +1005,15 @@ def test_shutdown_distributed_cannot_hang_the_process(monkeypatch, capsys):
     monkeypatch.setattr(engineering.dist, "is_initialized", lambda: False)
     engineering.shutdown_distributed(timeout_s=5)
     assert calls == ["destroy", "ok"]
+
+
+def test_the_model_fields_are_the_ones_both_dataclasses_share():
+    """model_config passes exactly MODEL_FIELDS from the recipe: a field renamed on one side
+    fails there instead of being dropped, and a new shared field must be listed."""
+    from transformer_lib.model import TransformerConfig
+    from transformer_lib.train import MODEL_FIELDS, model_config
+    shared = {f.name for f in dataclasses.fields(Recipe)} & {
+        f.name for f in dataclasses.fields(TransformerConfig)}
+    assert set(MODEL_FIELDS) == shared
+    config = model_config(recipe_from_dict({"d_model": 16, "n_heads": 2}), 50, pad_id=3)
+    assert (config.d_model, config.n_heads, config.pad_id, config.src_vocab_size) == (16, 2, 3, 50)

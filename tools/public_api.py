@@ -38,17 +38,44 @@ def describe(name: str, obj) -> str:
 
 
 def public_api() -> list[str]:
-    """One line per name of `transformer_lib.__all__` (which leaves out the names whose extra is
+    """One entry per name of `transformer_lib.__all__` (which leaves out the names whose extra is
     not installed: run with every extra), sorted."""
     import transformer_lib
     return sorted(describe(n, getattr(transformer_lib, n)) for n in transformer_lib.__all__)
+
+
+WIDTH = 100                      # the book's code column: a longer line would scroll sideways
+
+
+def wrap(entry: str) -> str:
+    """An entry in lines of at most WIDTH characters, broken after a comma of its signature;
+    the lines after the first are indented by four spaces."""
+    lines, line = [], ""
+    for part in re.split(r"(?<=, )", entry):
+        if line and len(line) + len(part.rstrip()) > WIDTH - (4 if lines else 0):
+            lines.append(line.rstrip())
+            line = ""
+        line += part
+    lines.append(line)
+    return "\n    ".join(lines)
+
+
+def read(text: str) -> list[str]:
+    """The entries of a list written by `main`: comment lines left out, wrapped lines joined."""
+    entries: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("    ") and entries:
+            entries[-1] += " " + line.strip()
+        elif line and not line.startswith("#"):
+            entries.append(line)
+    return entries
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write", action="store_true", help=f"write {LIST.relative_to(ROOT)}")
     args = p.parse_args(argv)
-    text = HEADER + "\n".join(public_api()) + "\n"
+    text = HEADER + "\n".join(wrap(e) for e in public_api()) + "\n"
     if args.write:
         LIST.write_text(text)
         print(f"wrote {LIST.relative_to(ROOT)}")

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 # %% auto #0
-__all__ = ['scaled_dot_product_attention', 'AttentionHead', 'check_mask']
+__all__ = ['scaled_dot_product_attention', 'AttentionHead', 'describe_value', 'check_probability', 'check_mask', 'check_dtype',
+           'check_features']
 
 # %% ../notebooks/02_attention.ipynb #fc2852c8
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -68,9 +69,20 @@ class AttentionHead(nn.Module):
         return scaled_dot_product_attention(q, k, v, mask)
 
 # %% ../notebooks/02_attention.ipynb #5b0e93f1
-def _describe(x) -> str:
+def describe_value(x) -> str:
     return (f"a {x.dtype} tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor)
             else type(x).__name__)
+
+
+def check_probability(p, name: str) -> None:
+    """The one check of every probability of the model (a dropout, label smoothing): [0, 1), since
+    1 would drop every value (or move all of the target's mass away)."""
+    try:
+        ok = 0.0 <= p < 1.0 and not isinstance(p, bool)              # False for NaN
+    except TypeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be a probability in [0, 1), got {p!r}")
 
 
 def check_mask(mask: torch.Tensor | None, shape, name: str = "mask",
@@ -84,7 +96,7 @@ def check_mask(mask: torch.Tensor | None, shape, name: str = "mask",
         return None
     expected = f"a boolean tensor (True = may attend) broadcastable to {dims} = {tuple(shape)}"
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"{name} must be {expected}, got {_describe(mask)}; build masks with "
+        raise TypeError(f"{name} must be {expected}, got {describe_value(mask)}; build masks with "
                         "make_padding_mask / make_causal_mask (PyTorch-style masks: see "
                         "transformer_lib.interop)")
     fits = mask.dim() <= len(shape) and all(m in (1, s)
@@ -102,7 +114,7 @@ def _autocast_on(device_type: str) -> bool:
         return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
 
 
-def _check_dtype(x: torch.Tensor, name: str, dtype: torch.dtype) -> None:
+def check_dtype(x: torch.Tensor, name: str, dtype: torch.dtype) -> None:
     """A module's input must have the dtype of its parameters, except under autocast."""
     if x.dtype != dtype and not _autocast_on(x.device.type):
         raise TypeError(f"{name} is a {x.dtype} tensor but the module's parameters are {dtype}: "
@@ -113,14 +125,13 @@ def _check_dtype(x: torch.Tensor, name: str, dtype: torch.dtype) -> None:
 def _check_float(x, name: str, dims: str) -> None:
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
         raise TypeError(f"{name} must be a floating-point tensor of shape {dims}, got "
-                        f"{_describe(x)}")
+                        f"{describe_value(x)}")
 
 
 def _check_qkv(query, key, value, mask, dropout_p) -> None:
     """The checks of scaled_dot_product_attention: types, dtypes, matching axes, the mask,
     dropout_p."""
-    if not 0.0 <= dropout_p <= 1.0:                                   # also rejects NaN
-        raise ValueError(f"dropout_p must be a probability in [0, 1], got {dropout_p!r}")
+    check_probability(dropout_p, "dropout_p")
     _check_float(query, "query", "(..., L_q, d_k)")
     _check_float(key, "key", "(..., L_k, d_k)")
     _check_float(value, "value", "(..., L_k, d_v)")
@@ -141,19 +152,19 @@ def _check_qkv(query, key, value, mask, dropout_p) -> None:
     check_mask(mask, (*batch, query.shape[-2], key.shape[-2]), "mask", "(..., L_q, L_k)")
 
 
-def _check_features(x, name: str, d_model: int, dims: str,
+def check_features(x, name: str, d_model: int, dims: str,
                     dtype: torch.dtype | None = None) -> None:
     """x must be a floating-point (..., d_model) tensor, and of the module's `dtype` when given."""
     if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or x.shape[-1]
         != d_model):
         raise ValueError(f"{name} must be a floating-point tensor of shape {dims} with d_model = "
-                         f"{d_model}, got {_describe(x)}")
+                         f"{d_model}, got {describe_value(x)}")
     if dtype is not None:
-        _check_dtype(x, name, dtype)
+        check_dtype(x, name, dtype)
 
 
 def _check_head_inputs(head: AttentionHead, query, key, value) -> None:
     dtype = head.W_Q.weight.dtype
-    _check_features(query, "query", head.d_model, "(..., L_q, d_model)", dtype)
-    _check_features(key, "key", head.d_model, "(..., L_k, d_model)", dtype)
-    _check_features(value, "value", head.d_model, "(..., L_k, d_model)", dtype)
+    check_features(query, "query", head.d_model, "(..., L_q, d_model)", dtype)
+    check_features(key, "key", head.d_model, "(..., L_k, d_model)", dtype)
+    check_features(value, "value", head.d_model, "(..., L_k, d_model)", dtype)

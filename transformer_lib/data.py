@@ -344,9 +344,9 @@ def load_translator(path: str | os.PathLike | None = None, *, download: bool = T
     allowed; its SHA-256 is checked either way. Weights are converted to `dtype`.
     """
     from transformer_lib.data import MANIFEST
-    from transformer_lib.text import SubwordTokenizer, _require
+    from transformer_lib.text import SubwordTokenizer, require
     # the [nlp] extra, asked for before the file is read
-    Tokenizer = _require("tokenizers").Tokenizer
+    Tokenizer = require("tokenizers", user="transformer_lib.data").Tokenizer
 
     if path is None:
         path = _shipped_copy()

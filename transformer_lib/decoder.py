@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .encoder import _check_input, _final_norm
+from .encoder import check_input, make_final_norm
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import ResidualConnection
 from .multi_head_attention import MultiHeadAttention
@@ -78,12 +78,12 @@ class Decoder(nn.Module):
             DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attn_dropout, ffn_dropout,
                          eps)
             for _ in range(n_layers))
-        self.norm = _final_norm(d_model, eps, norm_first, final_norm)   # LayerNorm or None
+        self.norm = make_final_norm(d_model, eps, norm_first, final_norm)   # LayerNorm or None
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None,
                 tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-        _check_input(x, self)
+        check_input(x, self)
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache.setdefault(f"layer_{i}", {})
             x = layer(x, memory, tgt_mask, memory_mask, layer_cache)      # (B, L_t, d_model)
@@ -114,8 +114,8 @@ def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
 
 # %% ../notebooks/10_decoder.ipynb #c93e5b17
 def _check_decoder_inputs(layer: DecoderLayer, x, memory, cache: dict | None) -> None:
-    _check_input(x, layer)
+    check_input(x, layer)
     if memory is None and not (cache and "k" in cache.get("cross_attn", {})):
         raise ValueError("memory is required (only a filled cache['cross_attn'] lets it be None)")
     if memory is not None:
-        _check_input(memory, layer, "memory")
+        check_input(memory, layer, "memory")

@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import _check_dtype
+from .attention import check_dtype
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import LayerNorm, ResidualConnection
 from .multi_head_attention import MultiHeadAttention
 
 # %% auto #0
-__all__ = ['EncoderLayer', 'Encoder']
+__all__ = ['EncoderLayer', 'Encoder', 'make_final_norm', 'check_input']
 
 # %% ../notebooks/09_encoder.ipynb #2bc90bee
 class EncoderLayer(nn.Module):
@@ -35,7 +35,7 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self)                    # shape and dtype (see Engineering)
+        check_input(x, self)                    # shape and dtype (see Engineering)
         # (B, L, d_model)
         x = self.residual_attn(x, lambda h: self.self_attn(h, h, h, mask, is_causal=is_causal))
         return self.residual_ffn(x, self.feed_forward)                       # (B, L, d_model)
@@ -57,24 +57,24 @@ class Encoder(nn.Module):
             EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attn_dropout, ffn_dropout,
                          eps)
             for _ in range(n_layers))
-        self.norm = _final_norm(d_model, eps, norm_first, final_norm)   # LayerNorm or None
+        self.norm = make_final_norm(d_model, eps, norm_first, final_norm)   # LayerNorm or None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
                 is_causal: bool = False) -> torch.Tensor:
-        _check_input(x, self)                    # shape and dtype (see Engineering)
+        check_input(x, self)                    # shape and dtype (see Engineering)
         for layer in self.layers:
             x = layer(x, mask, is_causal)                      # (B, L, d_model)
         return x if self.norm is None else self.norm(x)
 
 
-def _final_norm(d_model: int, eps: float, norm_first: bool,
+def make_final_norm(d_model: int, eps: float, norm_first: bool,
                 final_norm: bool | None) -> LayerNorm | None:
     """The LayerNorm that ends a stack (encoder or decoder), or None: final_norm=None means exactly
     when norm_first (pre-LN), whose residual stream nothing else normalises."""
     return LayerNorm(d_model, eps) if (norm_first if final_norm is None else final_norm) else None
 
 # %% ../notebooks/09_encoder.ipynb #71c9e0f3
-def _check_input(x, module: nn.Module, name: str = "x") -> None:
+def check_input(x, module: nn.Module, name: str = "x") -> None:
     """x must be a floating-point (B, L, d_model) tensor of the dtype of `module`'s parameters."""
     d_model = module.d_model
     if (not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3
@@ -85,4 +85,4 @@ def _check_input(x, module: nn.Module, name: str = "x") -> None:
                          f"d_model={d_model}), got {got}")
     weight = next(module.parameters(), None)
     if weight is not None:
-        _check_dtype(x, name, weight.dtype)
+        check_dtype(x, name, weight.dtype)

@@ -16,11 +16,11 @@ import torch
 from transformer_lib.train import (
     MAX_LEN,
     RunResult,
-    _prepare_model,
     budget_progress,
     make_optimizer,
     make_schedule,
     prepare,
+    prepare_model,
     timed_bleu,
     validation_loss,
 )
@@ -31,6 +31,7 @@ from .multi_head_attention import count_parameters
 from .optimization import LabelSmoothingLoss
 from .recipe import Recipe
 from .recurrent import RecurrentConfig, RecurrentTranslator
+from .text import PAD_ID
 from .training import seq2seq_forward, train
 
 # The recurrent model's sizes next to the Transformer of the earlier, 3+3-layer cpu-30min recipe
@@ -49,7 +50,7 @@ def rnn_config(recipe: Recipe, vocab_size: int, **sizes) -> RecurrentConfig:
     """The recurrent translator of a recipe: its vocabulary, d_embed = d_model, its dropout, one
     matrix for both embeddings and the output layer; `sizes` override RNN_SIZES."""
     return RecurrentConfig(vocab_size, vocab_size, d_embed=recipe.d_model, dropout=recipe.dropout,
-                           max_len=MAX_LEN, pad_id=0, **{**RNN_SIZES, **sizes})
+                           max_len=MAX_LEN, pad_id=PAD_ID, **{**RNN_SIZES, **sizes})
 
 
 def install(s: RunResult, kind: str, amp_dtype, rnn: dict) -> None:
@@ -58,7 +59,7 @@ def install(s: RunResult, kind: str, amp_dtype, rnn: dict) -> None:
     rnn["peak_lr"]."""
     s.step, s.history, s.evals, s.train_seconds, s.amp_dtype = 0, [], [], 0.0, amp_dtype
     if kind == "transformer":
-        _prepare_model(s, [], None)                 # (the ids were checked once by `prepare`)
+        prepare_model(s, [], None)                 # (the ids were checked once by `prepare`)
         return
     r, vocab = s.recipe, s.tokenizer.vocab_size
     torch.manual_seed(r.seed)

@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import copy
 import hashlib
-import importlib
 import json
 import logging
 import sys
@@ -25,6 +24,7 @@ from torch import nn
 from .decoding import beam_search, greedy_decode
 from .model import Transformer
 from .multi_head_attention import MultiHeadAttention
+from .text import require
 
 FORMAT = "attention-derived/web-translator-1"
 FILES = ("manifest.json", "tokenizer.json", "encoder.onnx", "decoder_step.onnx", "decoder.onnx",
@@ -35,11 +35,7 @@ DEFAULT_PRESET = "cpu-30min"          # the recipe of the shipped translator: it
 
 def _require(module: str):
     """Import `module` (onnx, onnxruntime, onnxscript: the [export] extra) or say how to get it."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f'transformer_lib.export needs {e.name} for this: pip install '
-                                  '"transformer-lib[export]"', name=e.name) from e
+    return require(module, "export", "transformer_lib.export")
 
 # %% auto #0
 __all__ = ['FORMAT', 'FILES', 'WEIGHTS_FILE', 'DEFAULT_PRESET', 'keeping_weights', 'EncoderGraph', 'DecoderGraph',
@@ -78,9 +74,9 @@ class EncoderGraph(nn.Module):
         keys, values = [], []
         for layer in self.model.decoder.layers:             # memory W_K, memory W_V, in heads
             attn = layer.cross_attn
-            k, v = attn._project_qkv(memory, memory, memory)[1:]
-            keys.append(attn._split_heads(k))                             # (1, h, S, d_k)
-            values.append(attn._split_heads(v))
+            k, v = attn.project_qkv(memory, memory, memory)[1:]
+            keys.append(attn.split_heads(k))                             # (1, h, S, d_k)
+            values.append(attn.split_heads(v))
         return memory, torch.stack(weights), torch.stack(keys), torch.stack(values)
 
 # %% ../notebooks/A8_export.ipynb #5edd3724

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import _check_dtype
+from .attention import check_dtype
 
 # %% auto #0
 __all__ = ['PositionwiseFeedForward', 'layer_parameter_counts']
@@ -48,4 +48,4 @@ def layer_parameter_counts(d_model: int, d_ff: int, decoder: bool = False) -> di
 def _check_ffn_input(ffn: PositionwiseFeedForward, x) -> None:
     if x.dim() < 1 or x.size(-1) != ffn.d_model:
         raise ValueError(f"x must have shape (..., L, d_model={ffn.d_model}), got {tuple(x.shape)}")
-    _check_dtype(x, "x", ffn.w_1.weight.dtype)
+    check_dtype(x, "x", ffn.w_1.weight.dtype)

@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .attention import _describe
+from .attention import describe_value
 from .decoder import Decoder, DecoderLayer
 from .encoder import Encoder, EncoderLayer
 from .layer_norm import LayerNorm
@@ -201,7 +201,7 @@ def _check_torch_masks(attn_mask, key_padding_mask, n_heads) -> None:
     if attn_mask is not None:
         if not isinstance(attn_mask, torch.Tensor) or attn_mask.dim() not in (2, 3):
             raise ValueError("attn_mask must have shape (L_q, L_k) or (B*h, L_q, L_k), got "
-                             f"{_describe(attn_mask)}")
+                             f"{describe_value(attn_mask)}")
         _check_torch_mask_values(attn_mask, "attn_mask")
         if attn_mask.dim() == 3 and (n_heads is None or attn_mask.shape[0] % n_heads):
             raise ValueError("a 3-D attn_mask of shape (B*h, L_q, L_k) needs n_heads dividing "
@@ -210,7 +210,7 @@ def _check_torch_masks(attn_mask, key_padding_mask, n_heads) -> None:
     if key_padding_mask is not None:
         if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dim() != 2:
             raise ValueError("key_padding_mask must have shape (B, L_k), got "
-                             f"{_describe(key_padding_mask)}")
+                             f"{describe_value(key_padding_mask)}")
         _check_torch_mask_values(key_padding_mask, "key_padding_mask")
 
 
@@ -219,7 +219,7 @@ def _check_torch_mask_values(mask: torch.Tensor, name: str) -> None:
     if mask.dtype == torch.bool:
         return
     if not mask.is_floating_point():
-        raise TypeError(f"{name} must be a boolean or float tensor, got {_describe(mask)}")
+        raise TypeError(f"{name} must be a boolean or float tensor, got {describe_value(mask)}")
     if not torch.all((mask == 0) | (mask == float("-inf"))):
         raise ValueError(f"{name} is a float mask with values other than 0 and -inf; an "
                          f"additive bias cannot be expressed as a boolean mask")
@@ -230,7 +230,7 @@ def _check_mask_for_torch(mask, n_heads) -> None:
     for the 4-D one."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() not in (2, 4):
         raise TypeError("mask must be a boolean tensor of shape (L_q, L_k) or (B, h, L_q, L_k), "
-                        f"got {_describe(mask)}")
+                        f"got {describe_value(mask)}")
     if mask.dim() == 4 and (n_heads is None or mask.shape[1] not in (1, n_heads)):
         raise ValueError(f"mask of shape {tuple(mask.shape)} needs n_heads (its axis 1 must be 1 "
                          f"or n_heads), got n_heads={n_heads}")
@@ -241,7 +241,7 @@ def _check_padding_mask_for_torch(mask) -> None:
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 4 \
             or mask.shape[1] != 1 or mask.shape[2] != 1:
         raise TypeError("mask must be a boolean padding mask of shape (B, 1, 1, L_k), got "
-                        f"{_describe(mask)}")
+                        f"{describe_value(mask)}")
 
 # %% ../notebooks/12_interop.ipynb #e4222572
 def _check_layer_supported(m: nn.Module) -> None:

@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import _check_dtype
+from .attention import check_dtype
 
 # %% auto #0
-__all__ = ['layer_norm', 'LayerNorm', 'ResidualConnection']
+__all__ = ['layer_norm', 'LayerNorm', 'ResidualConnection', 'check_eps']
 
 # %% ../notebooks/07_layer_norm.ipynb #4db9c702
 def layer_norm(x: torch.Tensor, gamma: torch.Tensor | None = None, beta: torch.Tensor | None = None,
@@ -44,7 +44,7 @@ class LayerNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-5):
         super().__init__()
-        _check_eps(eps)
+        check_eps(eps)
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))       # gamma
         self.bias = nn.Parameter(torch.zeros(d_model))        # beta
@@ -75,7 +75,7 @@ class ResidualConnection(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))            # post-LN (§3.1)
 
 # %% ../notebooks/07_layer_norm.ipynb #b61d4e92
-def _check_eps(eps) -> None:
+def check_eps(eps) -> None:
     try:
         ok = 0.0 < eps < float("inf")                                # False for NaN
     except TypeError:
@@ -87,4 +87,4 @@ def _check_eps(eps) -> None:
 def _check_norm_input(norm: LayerNorm, x) -> None:
     if x.dim() < 1 or x.size(-1) != norm.d_model:
         raise ValueError(f"x must have shape (..., d_model={norm.d_model}), got {tuple(x.shape)}")
-    _check_dtype(x, "x", norm.weight.dtype)
+    check_dtype(x, "x", norm.weight.dtype)

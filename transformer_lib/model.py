@@ -14,16 +14,18 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from .attention import check_probability
 from .decoder import Decoder
 from .encoder import Encoder
 from .feed_forward import PositionwiseFeedForward
-from .layer_norm import _check_eps
+from .layer_norm import check_eps
 from .masking import make_padding_mask
-from .multi_head_attention import MultiHeadAttention, _check_probability
+from .multi_head_attention import MultiHeadAttention
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 
 # %% auto #0
-__all__ = ['QKV_INIT_GAIN', 'TransformerConfig', 'Transformer', 'parameter_count', 'evaluating']
+__all__ = ['QKV_INIT_GAIN', 'is_compiling', 'TransformerConfig', 'Transformer', 'parameter_count', 'evaluating', 'check_tokens',
+           'check_batch']
 
 # %% ../notebooks/11_model.ipynb #4c6547ae
 @dataclass
@@ -98,7 +100,7 @@ class Transformer(nn.Module):
         return positions(embedding(tokens) * math.sqrt(self.config.d_model), offset)
 
     def _src_mask(self, src, src_mask):
-        _check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src",
+        check_tokens(src, self.config.src_vocab_size, self.config.max_len, "src",
                       values=self.check_inputs)                 # see "Engineering"
         # (B, 1, 1, L_s)
         return make_padding_mask(src, self.config.pad_id) if src_mask is None else src_mask
@@ -114,8 +116,8 @@ class Transformer(nn.Module):
         tokens; cache["offset"] keeps the position of the next one."""
         c = self.config
         offset = 0 if cache is None else cache.get("offset", 0)
-        _check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
-        _check_batch(memory, "memory", tgt, "tgt")
+        check_tokens(tgt, c.tgt_vocab_size, c.max_len, "tgt", offset, values=self.check_inputs)
+        check_batch(memory, "memory", tgt, "tgt")
         y = self._embed(tgt, self.tgt_embed, self.tgt_pos, offset)
         # tgt_mask None: causal; (B, L_t, d_model)
         h = self.decoder(y, memory, tgt_mask, src_mask, cache)
@@ -126,7 +128,7 @@ class Transformer(nn.Module):
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
                 tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
         src_mask = self._src_mask(src, src_mask)
-        _check_batch(tgt, "tgt", src, "src")
+        check_batch(tgt, "tgt", src, "src")
         # (B, L_s, d_model)
         memory = self.encoder(self._embed(src, self.src_embed, self.src_pos), src_mask)
         return self.decode(tgt, memory, src_mask, tgt_mask)                        # (B, L_t, V_tgt)
@@ -201,8 +203,8 @@ def _check_config(c: TransformerConfig) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     for name in ("dropout", "attn_dropout", "ffn_dropout"):
-        _check_probability(getattr(c, name), name)
-    _check_eps(c.eps)
+        check_probability(getattr(c, name), name)
+    check_eps(c.eps)
     if c.d_model % c.n_heads:
         raise ValueError(f"d_model must be divisible by n_heads, got d_model={c.d_model}, "
                          f"n_heads={c.n_heads}")
@@ -215,10 +217,10 @@ def _check_config(c: TransformerConfig) -> None:
         raise ValueError(f"pad_id must be a token id of both vocabularies, got {c.pad_id}")
 
 
-_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
-def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int = 0,
+def check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int = 0,
                   values: bool = True) -> None:
     """(B, L) token ids of an embedding dtype, positions within max_len, ids in [0, vocab_size) if
     `values`."""
@@ -232,7 +234,7 @@ def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int 
         raise ValueError(f"{name} needs positions {offset}..{offset + tokens.shape[1] - 1}, but "
                          f"the positional table holds max_len={max_len} "
                          "(TransformerConfig.max_len)")
-    if values and not _is_compiling() and tokens.numel():
+    if values and not is_compiling() and tokens.numel():
         low, high = torch.aminmax(tokens)
         if low < 0 or high >= vocab_size:
             bad = int(low) if low < 0 else int(high)
@@ -240,7 +242,7 @@ def _check_tokens(tokens, vocab_size: int, max_len: int, name: str, offset: int 
                              f"be in [0, {vocab_size}) (vocab size {vocab_size})")
 
 
-def _check_batch(x, name: str, ref: torch.Tensor, ref_name: str) -> None:
+def check_batch(x, name: str, ref: torch.Tensor, ref_name: str) -> None:
     if isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[0] != ref.shape[0]:
         raise ValueError(f"{name} must have the batch size of {ref_name}, B = {ref.shape[0]}, "
                          f"got shape {tuple(x.shape)}")

@@ -12,9 +12,10 @@ from torch import nn
 
 from transformer_lib.attention import (
     AttentionHead,
-    _check_features,
-    _describe,
+    check_features,
     check_mask,
+    check_probability,
+    describe_value,
     scaled_dot_product_attention,
 )
 
@@ -75,7 +76,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
         _check_heads(d_model, n_heads)                         # the checks: see "Engineering"
-        _check_probability(dropout, "dropout")
+        check_probability(dropout, "dropout")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout                              # on the weights, in training only
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)   # [W_Q; W_K; W_V]: (3 d, d)
@@ -88,10 +89,10 @@ class MultiHeadAttention(nn.Module):
             return self._forward_cached_or_causal(query, key, value, mask, cache, static_kv,
                                                   is_causal)
         _check_mha_inputs(self, query, key, value, mask)
-        q, k, v = self._project_qkv(query, key, value)        # X_q W_Q, X_kv W_K, X_kv W_V
-        q, k, v = (self._split_heads(t) for t in (q, k, v))  # 3 x (B, h, L, d_k)
+        q, k, v = self.project_qkv(query, key, value)        # X_q W_Q, X_kv W_K, X_kv W_V
+        q, k, v = (self.split_heads(t) for t in (q, k, v))  # 3 x (B, h, L, d_k)
         out = self._attend(q, k, v, mask)                     # every head at once: (B, h, L_q, d_k)
-        return self.out_proj(self._merge_heads(out))          # [head_1, ..., head_h] W_O
+        return self.out_proj(self.merge_heads(out))          # [head_1, ..., head_h] W_O
 
     def _attend(self, q, k, v, mask, is_causal: bool = False):
         """softmax(Q K^T / sqrt(d_k)) V on all heads at once: q (B, h, L_q, d_k), k and v
@@ -104,7 +105,7 @@ class MultiHeadAttention(nn.Module):
         self.attn_weights = weights.detach()                                # (B, h, L_q, L_k)
         return out
 
-    def _project_qkv(self, query, key, value):
+    def project_qkv(self, query, key, value):
         """query W_Q, key W_K, value W_V, each (B, L, d_model), in as few matrix products as the
         call allows.
 
@@ -135,7 +136,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self._heads(query, key, value, cache, static_kv)     # 3 x (B, h, L, d_k), cached
         mask, is_causal = self._causal(mask, is_causal, q.shape[2], k.shape[2], q.device)
         out = self._attend(q, k, v, mask, is_causal)                    # (B, h, L_q, d_k)
-        return self.out_proj(self._merge_heads(out))                    # (B, L_q, d_model)
+        return self.out_proj(self.merge_heads(out))                    # (B, L_q, d_model)
 
     def _causal(self, mask, is_causal: bool, L_q: int, L_k: int, device):
         """is_causal=True: query i may attend to keys j <= i + (L_k - L_q), the queries being the
@@ -161,21 +162,21 @@ class MultiHeadAttention(nn.Module):
         call and reused afterwards (key and value are then ignored and may be None).
         """
         if cache is not None and static_kv and "k" in cache:  # cross-attention: memory projected
-            return (self._split_heads(self._project(query, slice(0, self.d_model))), cache["k"],
+            return (self.split_heads(self._project(query, slice(0, self.d_model))), cache["k"],
                     cache["v"])
-        q, k, v = self._project_qkv(query, key, value)               # 3 x (B, L, d_model)
-        k, v = self._split_heads(k), self._split_heads(v)            # (B, h, L_k, d_k)
+        q, k, v = self.project_qkv(query, key, value)               # 3 x (B, L, d_model)
+        k, v = self.split_heads(k), self.split_heads(v)            # (B, h, L_k, d_k)
         if cache is not None:
             if not static_kv and "k" in cache:                       # append the new positions
                 k = torch.cat([cache["k"], k], dim=2)                # (B, h, L_past + L_new, d_k)
                 v = torch.cat([cache["v"], v], dim=2)
             cache["k"], cache["v"] = k, v
-        return self._split_heads(q), k, v
+        return self.split_heads(q), k, v
 
-    def _split_heads(self, x):                                 # (B, L, d_model) -> (B, h, L, d_k)
+    def split_heads(self, x):                                 # (B, L, d_model) -> (B, h, L, d_k)
         return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
 
-    def _merge_heads(self, x):                 # (B, h, L, d_k) -> (B, L, d_model): concatenation
+    def merge_heads(self, x):                 # (B, h, L, d_k) -> (B, L, d_model): concatenation
         return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], self.d_model)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #c0f7a1e2
@@ -251,24 +252,15 @@ def _check_heads(d_model: int, n_heads: int) -> None:
                          f"n_heads features), got d_model={d_model}, n_heads={n_heads}")
 
 
-def _check_probability(p, name: str) -> None:
-    try:
-        ok = 0.0 <= p <= 1.0                                         # False for NaN
-    except TypeError:
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {p!r}")
-
-
 def _check_seq(mha: MultiHeadAttention, x, name: str, B: int | None = None,
                L: int | None = None) -> None:
     """x must be (B, L, d_model), of the module's dtype; B and L checked when given."""
     dims = "(B, L_q, d_model)" if name == "query" else "(B, L_k, d_model)"
-    _check_features(x, name, mha.d_model, dims, mha.in_proj.weight.dtype)
+    check_features(x, name, mha.d_model, dims, mha.in_proj.weight.dtype)
     if x.dim() != 3 or (B is not None and x.shape[0] != B) or (L is not None and x.shape[1] != L):
         want = f"{dims} with d_model = {mha.d_model}" + (f", B = {B}" if B is not None else "") + \
             (f", L_k = {L}" if L is not None else "")
-        raise ValueError(f"{name} must have shape {want}, got {_describe(x)}")
+        raise ValueError(f"{name} must have shape {want}, got {describe_value(x)}")
 
 
 def _check_mha_inputs(mha: MultiHeadAttention, query, key, value, mask, cache=None,

@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import _is_compiling
+from .attention import check_probability
+from .model import is_compiling
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'paper_adam', 'warmup_lr', 'WarmupSchedule', 'LabelSmoothingLoss', 'save_checkpoint',
@@ -280,8 +281,7 @@ def _check_smoothing_args(vocab_size: int, smoothing: float, reduction: str) -> 
     """ValueError naming the argument unless `LabelSmoothingLoss` can be built with them."""
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
+    check_probability(smoothing, "smoothing")
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
 
@@ -297,7 +297,7 @@ def _check_logits_target(self, logits: torch.Tensor, target: torch.Tensor) -> No
         raise ValueError(f"target must be a long tensor of shape {tuple(logits.shape[:-1])} "
                          f"(the logits without their last axis), got {target.dtype} "
                          f"{tuple(target.shape)}")
-    if self.check_inputs and not _is_compiling() and target.numel():
+    if self.check_inputs and not is_compiling() and target.numel():
         # one sync; skipped when compiled
         low, high = torch.aminmax(target)
         if low < 0 or high >= self.vocab_size:

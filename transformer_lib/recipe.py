@@ -28,6 +28,8 @@ from transformer_lib.optimization import (
     CheckpointError,
 )
 
+from .attention import check_probability
+
 # %% auto #0
 __all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict',
            'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume', 'results_path',
@@ -98,14 +100,8 @@ class Recipe:
 # training clock paused) and keeps its epochs' weights for chapter 18's figures. The earlier
 # 3+3 recipe with all three dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
 # Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of
-# compute capability 8.0+). Compiling pays inside a budget only if the compiled updates catch up
-# with the eager ones before it ends, and on a GPU they did not: on an H200 (2026-11-28, d71383a,
-# results/gpu-2026-11-28/gpu-5min.history.json) the compiled gpu recipe spent 161 s of its
-# 300 s in the three windows where its 6 batch shapes (results/batch-shapes-gpu-presets.json) were
-# compiled, then ran at 46.8 ms an update; eager, the same recipe ran at 46.1 ms an update on an
-# H200 it shared with a second run (results/gpu-parity.json, seed 0). For the 161 s to pay within
-# 300 s, eager updates would have to take 101 ms or more. On the CPU no preset compiles
-# (engineering.no_compile_reason says why).
+# compute capability 8.0+): compiling did not pay inside the GPU budget where it was measured
+# (results/README.md, "Why every preset trains eager", gives the measurement and its records).
 PRESETS: dict[str, dict] = {
     "gpu": dict(),
     "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2,
@@ -218,8 +214,10 @@ def validate_recipe(r: Recipe) -> None:
     if r.d_model % r.n_heads:
         raise RecipeError(f"d_model={r.d_model} must be divisible by n_heads={r.n_heads}")
     for name in ("dropout", "attn_dropout", "ffn_dropout", "label_smoothing"):
-        if not 0.0 <= getattr(r, name) < 1.0:
-            raise RecipeError(f"{name} must be in [0, 1), got {getattr(r, name)}")
+        try:
+            check_probability(getattr(r, name), name)       # the model's own rule (chapter 02)
+        except ValueError as e:
+            raise RecipeError(str(e)) from None
     if r.schedule not in ("noam", "budget"):
         raise RecipeError(f"schedule must be 'noam' or 'budget', got {r.schedule!r}")
     if r.positional not in ("sinusoidal", "learned"):
@@ -304,8 +302,8 @@ def check_resume(recipe: Recipe, ckpt: dict, path) -> None:
                               "--out-dir")
 
 # %% ../notebooks/A5_recipe.ipynb #5e1a7c21
-RUN_FILES = ("checkpoint.pt", "tokenizer.json", "model.pt", "history.json", "translations.json",
-             "results.json")
+RUN_FILES = ("checkpoint.pt", "tokenizer.json", "model.pt", "translator.pt", "history.json",
+             "translations.json", "results.json")
 
 
 def results_path(r: Recipe) -> Path:

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .model import _check_batch, _check_tokens
-from .multi_head_attention import _check_probability
+from .attention import check_probability
+from .model import check_batch, check_tokens
 
 # %% auto #0
 __all__ = ['RecurrentConfig', 'AdditiveAttention', 'GRUEncoder', 'GRUDecoder', 'RecurrentTranslator']
@@ -149,14 +149,14 @@ class RecurrentTranslator(nn.Module):
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         c = self.config
-        _check_tokens(src, c.src_vocab_size, math.inf, "src", values=self.check_inputs)
+        check_tokens(src, c.src_vocab_size, math.inf, "src", values=self.check_inputs)
         mask = (src != c.pad_id) if src_mask is None else _key_mask(src_mask, src, "src")
         return self.encoder(self.dropout(self.src_embed(src)), mask)     # (B, L_s, 2 d_hidden)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
                tgt_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
         "See `RecurrentTranslator`: the logits (B, L_t, V_tgt) of the prefix `tgt`, with the cache."
-        _check_tokens(tgt, self.config.tgt_vocab_size, math.inf, "tgt", values=self.check_inputs)
+        check_tokens(tgt, self.config.tgt_vocab_size, math.inf, "tgt", values=self.check_inputs)
         _check_memory(memory, tgt, self.config.d_hidden)
         _check_tgt_mask(tgt_mask, tgt.shape[1])
         mask = (torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
@@ -174,9 +174,9 @@ class RecurrentTranslator(nn.Module):
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
                 tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
-        _check_batch(tgt, "tgt", src, "src")
+        check_batch(tgt, "tgt", src, "src")
         if src_mask is None:
-            _check_tokens(src, self.config.src_vocab_size, math.inf, "src", values=False)
+            check_tokens(src, self.config.src_vocab_size, math.inf, "src", values=False)
             src_mask = (src != self.config.pad_id)[:, None, None, :]           # (B, 1, 1, L_s)
         return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
 
@@ -187,7 +187,7 @@ def _check_recurrent_config(c: RecurrentConfig) -> None:
         value = getattr(c, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    _check_probability(c.dropout, "dropout")
+    check_probability(c.dropout, "dropout")
     if c.share_embeddings and c.src_vocab_size != c.tgt_vocab_size:
         raise ValueError("share_embeddings needs one vocabulary, got "
                          f"src_vocab_size={c.src_vocab_size} and tgt_vocab_size={c.tgt_vocab_size}")
@@ -228,7 +228,7 @@ def _check_memory(memory, tgt: torch.Tensor, d_hidden: int) -> None:
                if isinstance(memory, torch.Tensor) else type(memory).__name__)
         raise ValueError(f"memory must be a float tensor of shape (B, L_s, 2 d_hidden = "
                          f"{2 * d_hidden}), what encode returns, got {got}")
-    _check_batch(memory, "memory", tgt, "tgt")
+    check_batch(memory, "memory", tgt, "tgt")
 
 
 def _check_tgt_mask(tgt_mask, length: int) -> None:

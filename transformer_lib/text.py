@@ -16,16 +16,17 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 
-def _require(module: str):
-    """Import `module` (tokenizers or sacrebleu, from the [nlp] extra), or say how to install it."""
+def require(module: str, extra: str = "nlp", user: str = "transformer_lib.text"):
+    """Import `module`, a package of the extra `extra` that `user` needs, or raise the
+    ModuleNotFoundError that says how to install it (`pip install "transformer-lib[EXTRA]"`)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f'transformer_lib.text needs {e.name} for this: pip install '
-                                  '"transformer-lib[nlp]"', name=e.name) from e
+        raise ModuleNotFoundError(f'{user} needs {e.name} for this: pip install '
+                                  f'"transformer-lib[{extra}]"', name=e.name) from e
 
 # %% auto #0
-__all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'SACREBLEU_SETTINGS',
+__all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'SACREBLEU_SETTINGS', 'require',
            'pretokenize', 'learn_bpe', 'apply_bpe', 'SubwordTokenizer', 'train_joint_tokenizer', 'round_trip_rate',
            'encode_pairs', 'check_token_ids', 'ngram_counts', 'bleu_from_tokens', 'BleuResult', 'corpus_bleu']
 
@@ -149,7 +150,7 @@ class SubwordTokenizer:
               min_frequency: int = 2) -> SubwordTokenizer:
         """Learn a BPE vocabulary of at most `vocab_size` ids (4 special + 256 byte + characters +
         merges) from `texts`, e.g. the German and the English training sentences together."""
-        _require("tokenizers")
+        require("tokenizers")
         texts = _check_training_texts(texts, vocab_size)     # a list of str, with room for them
         return cls(_joint_bpe(texts, vocab_size, min_frequency))
 
@@ -174,7 +175,7 @@ class SubwordTokenizer:
     @classmethod
     def load(cls, path: str | os.PathLike) -> SubwordTokenizer:
         """Load a tokenizer saved with `save`; a missing or unreadable file is a clear error."""
-        _require("tokenizers")
+        require("tokenizers")
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -337,7 +338,7 @@ class BleuResult(NamedTuple):
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
     """sacreBLEU corpus BLEU of detokenized `hypotheses` against raw `references` (one per
     hypothesis): cased, `13a` tokenization, default exp smoothing. Returns `(score, signature)`."""
-    sacrebleu = _require("sacrebleu")
+    sacrebleu = require("sacrebleu")
 
     for name, xs in (("hypotheses", hypotheses), ("references", references)):
         if isinstance(xs, str) or not all(isinstance(x, str) for x in xs):

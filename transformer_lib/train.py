@@ -14,7 +14,7 @@ import math
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -34,6 +34,7 @@ from transformer_lib.data import (
     DataError,
     fetch_all,
     load_multi30k,
+    save_translator,
 )
 from transformer_lib.engineering import (
     TrainingClock,
@@ -82,6 +83,7 @@ from transformer_lib.recipe import (
     validate_recipe,
 )
 from transformer_lib.text import (
+    PAD_ID,
     SubwordTokenizer,
     check_token_ids,
     corpus_bleu,
@@ -100,29 +102,35 @@ from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
 
 # %% auto #0
-__all__ = ['MAX_LEN', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_model', 'translate',
-           'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'compile_choice',
-           'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'save',
-           'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged', 'named_remedies',
-           'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files', 'main', 'export_web',
-           'live_preset', 'run_report']
+__all__ = ['MAX_LEN', 'MODEL_FIELDS', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_model',
+           'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'prepare_model',
+           'compile_choice', 'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit',
+           'after_step', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged',
+           'named_remedies', 'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files', 'main',
+           'export_web', 'live_preset', 'reader_commands', 'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
 
 
-def model_config(recipe: Recipe, vocab_size: int) -> TransformerConfig:
-    """The `TransformerConfig` of a recipe: its sizes (d_model, ..., positional) and one joint
-    vocabulary, one matrix for both embeddings and the output projection (section 3.4)."""
-    sizes = {f.name: getattr(recipe, f.name) for f in fields(TransformerConfig)
-             if hasattr(recipe, f.name)}
+# The fields of a Recipe that size its model, each passed to the TransformerConfig field of the same
+# name: renaming one on either side fails in model_config (AttributeError or TypeError), never drops
+# it silently, and tests/test_train.py checks that the two dataclasses share no other field.
+MODEL_FIELDS = ("d_model", "n_heads", "n_layers", "d_ff", "dropout", "attn_dropout", "ffn_dropout",
+                "norm_first", "positional")
+
+
+def model_config(recipe: Recipe, vocab_size: int, pad_id: int = PAD_ID) -> TransformerConfig:
+    """The `TransformerConfig` of a recipe: its MODEL_FIELDS, and one joint vocabulary (with the
+    tokenizer's `pad_id`), one matrix for both embeddings and the output projection (§3.4)."""
+    sizes = {name: getattr(recipe, name) for name in MODEL_FIELDS}
     return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, max_len=MAX_LEN,
-                             pad_id=0, share_embeddings=True, tie_output=True, **sizes)
+                             pad_id=pad_id, share_embeddings=True, tie_output=True, **sizes)
 
 
-def build_model(recipe: Recipe, vocab_size: int) -> Transformer:
+def build_model(recipe: Recipe, vocab_size: int, pad_id: int = PAD_ID) -> Transformer:
     """The Transformer of Part II at the recipe's size."""
-    return Transformer(model_config(recipe, vocab_size))
+    return Transformer(model_config(recipe, vocab_size, pad_id))
 
 # %% ../notebooks/18_capstone.ipynb #f7a71288
 @torch.no_grad()
@@ -208,6 +216,7 @@ class RunResult:
     train_seconds: float = 0.0
     n_params: int = 0
     prepare_seconds: float = 0.0                 # wall seconds of `prepare`, before the clock
+    started_at: float = 0.0                      # time.perf_counter() when `prepare` began
     compile_seconds: float | None = 0.0          # torch.compile's, inside training (None: unknown)
     first_step: int = 1                          # the first update this process trains
     first_updates: list = dataclasses.field(default_factory=list)  # the clock after each of them
@@ -273,11 +282,11 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         all_ids = _prepare_data(s, text, new_run=ckpt is None)
-        _prepare_model(s, all_ids, ckpt)
+        prepare_model(s, all_ids, ckpt)
         if s.steps_per_epoch == 0:
             raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of "
                               f"{world_size} processes")
-    s.prepare_seconds = time.perf_counter() - started
+    s.prepare_seconds, s.started_at = time.perf_counter() - started, started
     return s
 
 
@@ -345,11 +354,11 @@ def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     return train_ids + val_ids
 
 
-def _prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
+def prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
     "Model, loss, optimiser, schedule (equal initial weights in every process); restored on resume."
     r, vocab = s.recipe, s.tokenizer.vocab_size
     torch.manual_seed(r.seed)
-    s.model = build_model(r, vocab).to(s.device)
+    s.model = build_model(r, vocab, pad_id=s.tokenizer.pad_id).to(s.device)
     s.loss_fn = LabelSmoothingLoss(vocab, r.label_smoothing, pad_id=s.tokenizer.pad_id)
     # Every id comes from our tokenizer: check them all once here, and spare the model and the loss
     # their per-call range checks (each a host-device sync that would stall the GPU's queue).
@@ -609,6 +618,11 @@ def finalize(s: RunResult) -> RunResult:
             val={"loss": val["val_loss"], "bleu_greedy": val["bleu_greedy"],
                  "sentences": len(s.val_pairs)},
             test_greedy=test[0], test_beam=test[1], startup=startup_record(s)))
+        save_translator(s.out_dir / "translator.pt", unwrap_model(s.model), s.tokenizer,
+                        info={"record": str(results_path(r)), "weights": chosen,
+                              "git_commit": s.commit or ""})
+        # the whole run, as a reader waits for it: data, tokenizer, training, every evaluation
+        results["wall_seconds"] = round(time.perf_counter() - s.started_at, 1)
         write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
         write_json(s.out_dir / "translations.json",
                    [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
@@ -752,6 +766,18 @@ def live_preset(full: bool = False, device: str | torch.device | None = None) ->
         return "gpu" if full else "gpu-30s"
     return "cpu-30min" if full else "cpu-tiny"
 
+
+def reader_commands(recipe: Recipe, name: str) -> dict[str, str]:
+    """The two commands chapter 18 gives a reader for the run it trained from preset `name`
+    into `recipe.out_dir`: `resume` trains it for as long again (`--resume`, twice the time
+    budget), `export` writes its translator for the page 'Try the translator' (appendix A8)."""
+    out = Path(recipe.out_dir)
+    budget = recipe.time_budget_s
+    return {"resume": f"python -m transformer_lib.train --preset {name} --out-dir {out} "
+                      f"--resume" + (f" --time-budget-s {2 * budget:g}" if budget else ""),
+            "export": f"python -m transformer_lib.export --translator {out / 'translator.pt'} "
+                      f"--out {out}-web"}
+
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f3
 def run_report(result: RunResult) -> str:
     """What a finished run did on its device, from its results record: the device (with a GPU's
@@ -775,6 +801,8 @@ def run_report(result: RunResult) -> str:
             f"epochs) in {rec['training_seconds']:.0f} s of training, "
             f"{rec['target_tokens_per_s']:,.0f} target tokens/s\n"
             + _startup_line(rec.get("startup"))
+            + (f"whole run, evaluation included: {rec['wall_seconds']:.0f} s\n"
+               if "wall_seconds" in rec else "")
             + f"test_2016_flickr ({t['sentences']} sentences): greedy BLEU "
             f"{t['bleu_greedy']:.1f}, beam {t['beam_size']} BLEU {t['bleu_beam']:.1f}")
 

@@ -7,7 +7,6 @@ Needs the [wmt] extra (tokenizers, sacreBLEU, NumPy, sacremoses)."""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 import re
@@ -16,15 +15,12 @@ from pathlib import Path
 from typing import Iterator, NamedTuple, Sequence
 
 from .data import DataError, fetch_all, resolve_data_dir
+from .text import require
 
 
 def _require(module: str):
     """Import `module` (numpy, sacrebleu or sacremoses, from the [wmt] extra), or say how."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        raise ModuleNotFoundError(f'transformer_lib.wmt14 needs {e.name} for this: pip install '
-                                  '"transformer-lib[wmt]"', name=e.name) from e
+    return require(module, "wmt", "transformer_lib.wmt14")
 
 # %% auto #0
 __all__ = ['TRAIN_PARTS', 'TEST_PARTS', 'SPLITS', 'STORE_FORMAT', 'Part', 'load_wmt14', 'iter_wmt14_train',
