@@ -860,6 +860,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'transformer_lib.text.apply_bpe': ('subwords_and_bleu.html#apply_bpe', 'transformer_lib/text.py'),
                                       'transformer_lib.text.bleu_from_tokens': ( 'subwords_and_bleu.html#bleu_from_tokens',
                                                                                  'transformer_lib/text.py'),
+                                      'transformer_lib.text.check_bleu_inputs': ( 'subwords_and_bleu.html#check_bleu_inputs',
+                                                                                  'transformer_lib/text.py'),
                                       'transformer_lib.text.check_token_ids': ( 'subwords_and_bleu.html#check_token_ids',
                                                                                 'transformer_lib/text.py'),
                                       'transformer_lib.text.corpus_bleu': ('subwords_and_bleu.html#corpus_bleu', 'transformer_lib/text.py'),

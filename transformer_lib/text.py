@@ -28,7 +28,8 @@ def require(module: str, extra: str = "nlp", user: str = "transformer_lib.text")
 # %% auto #0
 __all__ = ['WORD_START', 'SPECIAL_TOKENS', 'PAD_ID', 'BOS_ID', 'EOS_ID', 'UNK_ID', 'BYTE_TOKENS', 'SACREBLEU_SETTINGS', 'require',
            'pretokenize', 'learn_bpe', 'apply_bpe', 'SubwordTokenizer', 'train_joint_tokenizer', 'round_trip_rate',
-           'encode_pairs', 'check_token_ids', 'ngram_counts', 'bleu_from_tokens', 'BleuResult', 'corpus_bleu']
+           'encode_pairs', 'check_token_ids', 'ngram_counts', 'bleu_from_tokens', 'BleuResult', 'check_bleu_inputs',
+           'corpus_bleu']
 
 # %% ../notebooks/17_subwords_and_bleu.ipynb #d01cc835
 WORD_START = "\u2581"  # '▁': marks the start of a word, so spaces survive tokenization
@@ -335,11 +336,8 @@ class BleuResult(NamedTuple):
     signature: str
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
-    """sacreBLEU corpus BLEU of detokenized `hypotheses` against raw `references` (one per
-    hypothesis): cased, `13a` tokenization, default exp smoothing. Returns `(score, signature)`."""
-    sacrebleu = require("sacrebleu")
-
+def check_bleu_inputs(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+    "Corpus BLEU's inputs: two sequences of str, one reference per hypothesis, not empty."
     for name, xs in (("hypotheses", hypotheses), ("references", references)):
         if isinstance(xs, str) or not all(isinstance(x, str) for x in xs):
             raise TypeError(f"{name} must be a sequence of str (one sentence each)")
@@ -347,6 +345,13 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuRes
         raise ValueError(f"got {len(hypotheses)} hypotheses but {len(references)} references")
     if not references:
         raise ValueError("hypotheses and references must not be empty")
+
+
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> BleuResult:
+    """sacreBLEU corpus BLEU of detokenized `hypotheses` against raw `references` (one per
+    hypothesis): cased, `13a` tokenization, default exp smoothing. Returns `(score, signature)`."""
+    sacrebleu = require("sacrebleu")
+    check_bleu_inputs(hypotheses, references)
     bleu = sacrebleu.BLEU(**SACREBLEU_SETTINGS)
     result = bleu.corpus_score(list(hypotheses), [list(references)])
     return BleuResult(float(result.score), str(bleu.get_signature()))

@@ -224,15 +224,9 @@ def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str], lang: s
     Moses-tokenized, hyphenated compounds split, then `multi-bleu.perl`'s corpus BLEU (no
     smoothing, one reference). Returns a `BleuResult`; compare with `text.corpus_bleu`, the
     sacreBLEU score on detokenized text that the field reports now."""
-    from transformer_lib.text import BleuResult
+    from transformer_lib.text import BleuResult, check_bleu_inputs
     sacrebleu, sacremoses = _require("sacrebleu"), _require("sacremoses")
-    for name, xs in (("hypotheses", hypotheses), ("references", references)):
-        if isinstance(xs, str) or not all(isinstance(x, str) for x in xs):
-            raise TypeError(f"{name} must be a sequence of str (one sentence each)")
-    if len(hypotheses) != len(references):
-        raise ValueError(f"got {len(hypotheses)} hypotheses but {len(references)} references")
-    if not references:
-        raise ValueError("hypotheses and references must not be empty")
+    check_bleu_inputs(hypotheses, references)
     moses = sacremoses.MosesTokenizer(lang=lang)
 
     def prepare(s: str) -> str:
