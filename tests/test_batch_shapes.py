@@ -1,11 +1,10 @@
-"""benchmarks/batch_shapes.py: the GPU presets' batch shapes and their recompiles. Its choice of
-fewer lengths is the best one (checked against every subset on small inputs), a compiled model
+"""benchmarks/speed/batch_shapes.py: the GPU presets' batch shapes and their recompiles. Its choice
+of fewer lengths is the best one (checked against every subset on small inputs), a compiled model
 compiles once per new shape (counted on the CPU with a tiny model), and the committed record is
 of the presets as they are."""
 import itertools
 import json
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,6 @@ from transformer_lib.recipe import preset
 from transformer_lib.training import BatchLoader, round_up
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import batch_shapes  # noqa: E402
 
 

@@ -1,8 +1,8 @@
-"""benchmarks/train_throughput.py and benchmarks/bleu_at_equal_time.py: their smallest
-configurations run end to end in a subprocess and write a JSON record with the fields the book and
-results/ read (the speeds and scores are not checked: they are the measurement); and the
+"""benchmarks/speed/train_throughput.py and benchmarks/experiments/bleu_at_equal_time.py: their
+smallest configurations run end to end in a subprocess and write a JSON record with the fields the
+book and results/ read (the speeds and scores are not checked: they are the measurement); and the
 nn.Transformer reference translates with chapter 15's decoders exactly as its own forward pass
-computes; benchmarks/length_penalty_sweep.py sweeps a training run's own weights."""
+computes; benchmarks/experiments/length_penalty_sweep.py sweeps a training run's own weights."""
 import json
 import os
 import subprocess
@@ -11,21 +11,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import benchmark_script
 
 from transformer_lib import data
 from transformer_lib.decoding import beam_search, greedy_decode
-from transformer_lib.engineering import amp_settings
+from transformer_lib.engineering import amp_settings, cpu_has_native_bf16
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.recipe import preset
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 from train_throughput import TorchReference  # noqa: E402
 
 
 def run_script(name, *flags, out):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *flags, "--json",
+    proc = subprocess.run([sys.executable, str(benchmark_script(name)), *flags, "--json",
                            str(out)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -166,7 +166,7 @@ def test_beam_diagnosis_writes_one_row_per_path(tmp_path):
 @pytest.mark.slow
 def test_train_throughput_smoke(tmp_path):
     rec, out = run_script("train_throughput.py", "--preset", "cpu-30min", "--tiny", "--device",
-                          "cpu", out=tmp_path / "tt.json")
+                          "cpu", "--amp", out=tmp_path / "tt.json")     # the bf16 path too
     bf16 = amp_settings("cpu", cpu_bf16=True)[0] is not None        # this CPU has bf16 instructions
     names = [r["model"] for r in rec["results"]]
     assert names == (["transformer_lib", "nn.Transformer", "transformer_lib float32",
@@ -188,6 +188,20 @@ def test_train_throughput_smoke(tmp_path):
                 "ceiling_flops_per_s"):                               # chapter 18 reads these
         assert key in rec
     assert "as_run" in out and "ceiling" in out
+
+
+@pytest.mark.needs_data
+@pytest.mark.skipif(not cpu_has_native_bf16(), reason="compares with bfloat16 instructions")
+def test_cpu_precision_smoke(tmp_path):
+    rec, out = run_script("cpu_precision.py", "--tiny", out=tmp_path / "p.json")
+    rows = rec["rows"]
+    assert set(rows) == {"float32", "bfloat16"} and rec["steps"] == 16 and rec["block"] == 4
+    for row in rows.values():
+        assert row["steps"] == 16 and row["target_tokens_per_s"] > 0
+        assert 0 < row["first_seen_shapes"] <= 16
+    b = rec["bf16_speedup_per_block"]
+    assert b["min"] <= b["median"] <= b["max"] and rec["bf16_speedup"] > 0
+    assert rec["distinct_shapes_by_epoch"] and "bfloat16 / float32" in out
 
 
 @pytest.mark.needs_data
@@ -266,7 +280,7 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
     env.pop("GIT_COMMIT", None)
     env.pop("DEADLINE_S", None)
-    proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_runbook.sh"), "--tiny", "--steps",
+    proc = subprocess.run(["bash", str(benchmark_script("gpu_runbook.sh")), "--tiny", "--steps",
                            "gpu30s parity seeds beam throughput", str(tmp_path)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -466,8 +480,8 @@ def test_snapshot_averages_scores_the_average_of_the_last_k_weights(tmp_path):
 
 @pytest.mark.needs_data
 def test_update_flops_counts_every_model_on_the_same_batches(tmp_path):
-    """benchmarks/update_flops.py: the Transformer and each GRU width, counted on the same
-    batches (the same target tokens); a wider GRU costs more; backward about twice forward."""
+    """benchmarks/experiments/update_flops.py: the Transformer and each GRU width, counted on the
+    same batches (the same target tokens); a wider GRU costs more; backward about twice forward."""
     rec, out = run_script("update_flops.py", "--preset", "cpu-tiny", "--train-pairs", "300",
                           "--vocab-size", "450", "--rnn-hidden", "16", "32", "--batches", "2",
                           out=tmp_path / "flops.json")
@@ -487,7 +501,7 @@ def test_update_flops_counts_every_model_on_the_same_batches(tmp_path):
 def test_ffn_lookup_across_kernel_sets_keeps_each_sets_scores(tmp_path):
     """--kernels: one child process per kernel set; the record keys each set's scores by the set
     the child reports, and the DEFAULT set's scores are those a plain run under it gives."""
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ffn_lookup.py"
+    script = benchmark_script("ffn_lookup.py")
     common = ["--seeds", "0", "--steps", "2", "--batch-size", "4", "--threads", "1"]
     subprocess.run([sys.executable, str(script), *common, "--kernels", "default", "native",
                     "--jobs", "2", "--json", str(tmp_path / "k.json")], check=True,

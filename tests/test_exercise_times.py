@@ -1,18 +1,16 @@
 """The run times of the exercises (book/exercises.md) are measured, not typed: the page's run-time
-table is what benchmarks/exercise_times.py writes from its record, results/exercise-times-cpu.json,
-and the script itself is checked on a two-cell notebook."""
+table is what benchmarks/experiments/exercise_times.py writes from its record,
+results/exercise-times-cpu.json, and the script itself is checked on a two-cell notebook."""
 from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import exercise_times  # noqa: E402
 
 PAGE = ROOT / "book" / "exercises.md"
@@ -29,7 +27,8 @@ def test_the_page_quotes_run_times_only_from_the_record():
         record = json.loads(RECORD.read_text())
         assert block == exercise_times.render(record), (
             "book/exercises.md's run times differ from results/exercise-times-cpu.json: run "
-            "python benchmarks/exercise_times.py --page book/exercises.md --from-record "
+            "python benchmarks/experiments/exercise_times.py --page book/exercises.md "
+            "--from-record "
             "results/exercise-times-cpu.json")
         assert [n["path"] for n in record["notebooks"]] == [
             p.relative_to(ROOT).as_posix() for p in SOLUTIONS]

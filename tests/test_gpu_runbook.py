@@ -1,5 +1,6 @@
-"""benchmarks/gpu_runbook.sh's two prepared calls, --tiny on the CPU: call 1 (the `gpu` preset's
-run) and call 2 (benchmarks/gpu30s_sweep.py) write their records; and the sweep chooses its winner
+"""benchmarks/tools/gpu_runbook.sh's two prepared calls, --tiny on the CPU: call 1 (the `gpu`
+preset's run) and call 2 (benchmarks/experiments/gpu30s_sweep.py) write their records; and the
+sweep chooses its winner
 on the validation split alone, checked with a fake trainer and a fake test scorer (no data, no
 training)."""
 import json
@@ -9,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu30s_sweep  # noqa: E402
 
 PROVENANCE = ("device", "torch", "git_commit", "date")
@@ -21,7 +22,7 @@ def runbook(*flags, timeout=300):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHON": sys.executable}
     env.pop("GIT_COMMIT", None)
     env.pop("DEADLINE_S", None)
-    return subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_runbook.sh"), *flags], cwd=ROOT,
+    return subprocess.run(["bash", str(benchmark_script("gpu_runbook.sh")), *flags], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -1,16 +1,14 @@
-"""benchmarks/host_cost.py: what chapter 13's training loop adds to a bare loop, counted, not timed
+"""benchmarks/speed/host_cost.py: what chapter 13's training loop adds to a bare loop, counted, not
+timed
 (timing belongs to a quiet machine; counts are exact anywhere). At the benchmark's tiny shape the
 host's work is all there is: the loop that the capstone runs adds at most 1% of aten operators and
 3% of Python calls to a bare loop with our model, and our model dispatches fewer operators per
 update than nn.Transformer of the same shape."""
-import sys
 from pathlib import Path
 
+import host_cost  # noqa: E402
 import pytest
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import host_cost  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,28 @@ def test_scheduler_follows_formula_and_survives_state_dict(d_model, warmup, base
     assert sched2.get_last_lr() == sched.get_last_lr()
 
 
+def test_scheduler_peak_is_defined_inside_the_schedule():
+    """`peak` rescales eq. (3) to that maximum whatever the optimizer's lr, with the arithmetic the
+    capstone used when the optimizer carried the rescaling: (peak / max) × eq. (3), bit for bit."""
+    d_model, warmup, peak = 256, 20, 1e-3
+    top = warmup_lr(warmup, d_model, warmup)
+    for lr in (peak, 1.0):                          # the optimizer's own lr does not matter
+        opt = paper_adam(nn.Linear(2, 2).parameters(), lr=lr)
+        sched = WarmupSchedule(opt, d_model, warmup, peak=peak)
+        rates = []
+        for _ in range(3 * warmup):
+            rates.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+        want = [peak / top * warmup_lr(k, d_model, warmup) for k in range(1, 3 * warmup + 1)]
+        assert rates == want
+        assert max(rates) == pytest.approx(peak, rel=1e-12)
+        assert rates.index(max(rates)) == warmup - 1
+    for bad in (0.0, -1e-3, float("nan")):
+        with pytest.raises(ValueError, match="peak must be a learning rate > 0"):
+            WarmupSchedule(paper_adam(nn.Linear(2, 2).parameters()), d_model, warmup, peak=bad)
+
+
 @pytest.mark.parametrize("step,d_model,warmup", [(0, 512, 4000), (1, 0, 4000), (1, 512, 0)])
 def test_warmup_lr_rejects_bad_arguments(step, d_model, warmup):
     with pytest.raises(ValueError, match="must be >= 1"):

@@ -233,7 +233,8 @@ QUOTES = [
                    and not GPU.compile)),
     # ---------------------------------------------------------------- chapter 11: parity
     Quote("notebooks/11_model.ipynb",
-          rf"At the capstone's recipe as it ships, `benchmarks/parity.py` trained both models from "
+          rf"At the capstone's recipe as it ships, `benchmarks/experiments/parity.py` trained both "
+          rf"models from "
           rf"(?P<n>four) seeds for (?P<u>{NUM}) updates each, the two of a seed on the same "
           rf"batches, on a CPU in float32\.",
           {"n": lambda: len(PARITY_SHIPS["verdict"]["per_seed"]),

@@ -1,4 +1,5 @@
-"""benchmarks/rnn_vs_transformer.py and its records: the commands chapter 20 prints for the records
+"""benchmarks/experiments/rnn_vs_transformer.py and its records: the commands chapter 20 prints for
+the records
 in results/ give the recipe and the GRU those records ran (the earlier, 3+3-layer cpu-30min, pinned
 by flags since the preset has two layers), and the parameter counts its docstring quotes are the
 models' own. Needs no data: the commands are parsed, not run."""
@@ -6,7 +7,6 @@ import dataclasses
 import json
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,6 @@ from transformer_lib.recurrent import RecurrentTranslator
 from transformer_lib.train import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import rnn_vs_transformer  # noqa: E402
 
 # the earlier records' commands are printed in appendix A7, with the records
@@ -35,13 +34,13 @@ SIZES_2X2 = {"d_hidden": 344, "d_attn": 344}
 
 
 def chapter_commands() -> list[list[str]]:
-    """The argument lists of the `python benchmarks/rnn_vs_transformer.py` commands in the
-    chapter's markdown, continuation lines joined."""
+    """The argument lists of the `python benchmarks/experiments/rnn_vs_transformer.py` commands in
+    the chapter's markdown, continuation lines joined."""
     cells = json.loads(CHAPTER.read_text())["cells"]
     text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     text = text.replace("\\\n", " ")
     return [shlex.split(line)[2:] for line in text.splitlines()
-            if line.startswith("python benchmarks/rnn_vs_transformer.py ")]
+            if line.startswith("python benchmarks/experiments/rnn_vs_transformer.py ")]
 
 
 def counts(recipe, **sizes) -> tuple[int, int]:
@@ -144,11 +143,11 @@ RUN_NAME = re.compile(r"gru-(\d+)-lr([\d.e-]+\d)(?:-seed(\d+))?"
                                         if p.stem != "update-flops"),
                          ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_a_rematch_record_is_the_run_its_name_says(path):
-    """benchmarks/rematch.sh names each run: the record holds that model, width, peak learning
-    rate and seed, on the cpu-30min recipe as it is otherwise, 1,797 s, float32, no clipping, all
-    of validation. (A Transformer run named without a rate trained at the recipe's peak of the
-    time, 2e-3; the earlier folder's runs asked for autocast on a CPU without bfloat16, so trained
-    in float32 too.)"""
+    """benchmarks/trials/rematch.sh names each run: the record holds that model, width, peak
+    learning rate and seed, on the cpu-30min recipe as it is otherwise, 1,797 s, float32, no
+    clipping, all of validation. (A Transformer run named without a rate trained at the recipe's
+    peak of the time, 2e-3; the earlier folder's runs asked for autocast on a CPU without
+    bfloat16, so trained in float32 too.)"""
     rec = json.loads(path.read_text())
     (run,) = rec["runs"]
     m = RUN_NAME.fullmatch(path.stem)

@@ -1,5 +1,6 @@
 """One rule, one place: a probability of the model (a dropout, label smoothing) is checked by
-`attention.check_probability` wherever it is given, with the same bounds and the same message."""
+`attention.check_probability` wherever it is given, with the same bounds and the same message, and
+d_model against n_heads by `multi_head_attention.check_heads`."""
 import pytest
 import torch
 
@@ -59,3 +60,16 @@ def test_the_rule_itself():
     for p in ("0.1", None, 1, True):
         with pytest.raises(ValueError, match="p " + MESSAGE):
             check_probability(p, "p")
+
+
+HEADS = (r"d_model must be divisible by n_heads \(each head gets d_k = d_model / n_heads "
+         r"features\), got d_model=10, n_heads=3")
+
+
+@pytest.mark.parametrize("where", ["MultiHeadAttention", "TransformerConfig", "Recipe"])
+def test_d_model_and_n_heads_are_checked_by_one_rule(where):
+    build = {"MultiHeadAttention": lambda: MultiHeadAttention(10, 3),
+             "TransformerConfig": lambda: Transformer(TransformerConfig(11, 11, 10, 3, 1, 16)),
+             "Recipe": lambda: validate_recipe(Recipe(d_model=10, n_heads=3))}[where]
+    with pytest.raises(RecipeError if where == "Recipe" else ValueError, match=HEADS):
+        build()

@@ -1,5 +1,5 @@
 """The record chapter 16 reads, results/toy-task-cpu.json, against the script that wrote it
-(benchmarks/toy_task.py) and the chapter's cells that script runs."""
+(benchmarks/experiments/toy_task.py) and the chapter's cells that script runs."""
 import base64
 import importlib.util
 import io
@@ -7,13 +7,14 @@ import json
 from pathlib import Path
 
 import torch
+from conftest import benchmark_script
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = json.loads((ROOT / "results" / "toy-task-cpu.json").read_text())
 
 
 def script():
-    spec = importlib.util.spec_from_file_location("toy_task", ROOT / "benchmarks" / "toy_task.py")
+    spec = importlib.util.spec_from_file_location("toy_task", benchmark_script("toy_task.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -24,7 +25,7 @@ def test_the_record_ran_the_chapters_cells_as_they_are():
     assert RECORD["chapter"] == "notebooks/16_toy_task.ipynb" and RECORD["cells"] == list(s.CELLS)
     assert RECORD["cells_sha256"] == s.cells_sha256(s.chapter_cells()), (
         "the chapter's data or recipe cell changed since the record was made: rerun "
-        "python benchmarks/toy_task.py --json results/toy-task-cpu.json")
+        "python benchmarks/experiments/toy_task.py --json results/toy-task-cpu.json")
     assert (RECORD["updates"], RECORD["log_every"], RECORD["clip_grad_norm"]) == (
         s.UPDATES, s.LOOP["log_every"], s.LOOP["clip_grad_norm"])
 

@@ -6,6 +6,7 @@ name. Appendix A3 (notebooks/A3_benchmarking.ipynb): the tools behind the benchm
 11, 15 and exercise 3; the CPU's bfloat16 check. Not in the paper. Needs only PyTorch."""
 from __future__ import annotations
 
+import math
 import platform
 import statistics
 import time
@@ -14,14 +15,17 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
+from .positional import PositionalEncoding
+
 # %% auto #0
 __all__ = ['default_device', 'device_name', 'cpu_model', 'cpu_has_native_bf16', 'synchronize', 'Timings', 'time_interleaved',
-           'matmul_flops_per_s', 'count_flops', 'LiveTensorMemory', 'peak_memory', 'format_table']
+           'matmul_flops_per_s', 'count_flops', 'LiveTensorMemory', 'peak_memory', 'format_table', 'TorchReference']
 
 # %% ../notebooks/A3_benchmarking.ipynb #e5afe502
 def default_device() -> torch.device:
@@ -204,3 +208,116 @@ def format_table(header: list[str], rows: list[list]) -> str:
     cells = [[str(c) for c in header]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
+
+# %% ../notebooks/A3_benchmarking.ipynb #7c0e5a31
+class TorchReference(nn.Module):
+    """nn.Transformer (batch_first) with the same embeddings, positions and tied output as ours.
+
+    The shared embedding is initialised like ours (normal, std d_model^-1/2; chapter 11): with
+    nn.Embedding's default std 1, tied to the output layer, the first logits are ~sqrt(d_model)
+    times too large. `encode` and `decode` let chapter 15's `greedy_decode` and `beam_search`
+    translate with it; nn.Transformer has no KV cache, so `cache` only keeps the prefix and every
+    step re-reads it.
+    """
+
+    def __init__(self, vocab: int, d_model: int, n_heads: int, n_layers: int, d_ff: int,
+                 dropout: float, norm_first: bool, pad_id: int = 0, max_len: int = 256,
+                 attn_dropout: float | None = None, ffn_dropout: float | None = None):
+        super().__init__()
+        self.d_model, self.pad_id = d_model, pad_id
+        self.embed = nn.Embedding(vocab, d_model)
+        nn.init.normal_(self.embed.weight, std=d_model ** -0.5)
+        self.pos = PositionalEncoding(d_model, max_len, dropout)
+        self.core = nn.Transformer(d_model, n_heads, n_layers, n_layers, d_ff, dropout,
+                                   batch_first=True, norm_first=norm_first)
+        # nn.Transformer's one `dropout` also drops attention weights and FFN activations; the
+        # recipe sets those two apart (None: the same rate, as nn.Transformer does)
+        for m in self.core.modules():
+            if isinstance(m, nn.MultiheadAttention) and attn_dropout is not None:
+                m.dropout = attn_dropout                      # a float, read in every forward
+            if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)) and (
+                    ffn_dropout is not None):
+                m.dropout.p = ffn_dropout                     # between the FFN's two linears
+        self.out = nn.Linear(d_model, vocab, bias=False)
+        self.out.weight = self.embed.weight
+
+    @classmethod
+    def from_config(cls, c) -> TorchReference:
+        """A fresh nn.Transformer at the sizes, dropouts and padding id of the TransformerConfig
+        `c` (its own initialisation; the embedding as above): the contender of a speed benchmark."""
+        return cls(c.tgt_vocab_size, c.d_model, c.n_heads, c.n_layers, c.d_ff, c.dropout,
+                   c.norm_first, pad_id=c.pad_id, max_len=c.max_len,
+                   attn_dropout=c.attn_dropout, ffn_dropout=c.ffn_dropout)
+
+    @classmethod
+    def from_ours(cls, model: nn.Module) -> TorchReference:
+        """nn.Transformer holding the weights of our `Transformer` `model`, in eval mode: the same
+        function (a post-LN model of ours has no final LayerNorms, so they are removed here too),
+        to compare what is computed around the model, e.g. the decoders, on equal weights."""
+        c = model.config
+        if not (c.share_embeddings and c.tie_output and c.positional == "sinusoidal"):
+            raise ValueError("TorchReference shares one matrix for source and target embeddings "
+                             "and the output layer, with sinusoidal positions; this model has "
+                             f"share_embeddings={c.share_embeddings}, tie_output={c.tie_output}, "
+                             f"positional={c.positional!r}")
+        ref = cls(c.tgt_vocab_size, c.d_model, c.n_heads, c.n_layers, c.d_ff, c.dropout,
+                  c.norm_first, pad_id=c.pad_id, max_len=c.max_len,
+                  attn_dropout=c.attn_dropout, ffn_dropout=c.ffn_dropout)
+        if not c.norm_first:
+            ref.core.encoder.norm = ref.core.decoder.norm = None
+        for m in ref.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.eps = c.eps
+        norms = {"encoder": {"residual_attn": "norm1", "residual_ffn": "norm2"},
+                 "decoder": {"residual_self": "norm1", "residual_cross": "norm2",
+                             "residual_ffn": "norm3"}}
+        state = {"embed.weight": model.src_embed.weight, "out.weight": model.src_embed.weight}
+        for key, value in model.state_dict().items():
+            stack = key.split(".")[0]
+            if stack not in norms:
+                continue                              # the embeddings and the tied output layer
+            for mine, theirs in (*((f"{r}.norm.", f"{n}.") for r, n in norms[stack].items()),
+                                 *_RENAMES):
+                key = key.replace(mine, theirs)
+            state["core." + key] = value
+        ref.load_state_dict(state)
+        return ref.to(model.src_embed.weight).eval()
+
+    def _embed(self, tokens):                                            # (B, L) -> (B, L, d_model)
+        return self.pos(self.embed(tokens) * math.sqrt(self.d_model))
+
+    def forward(self, src, tgt):
+        # True = padding (PyTorch's convention)
+        src_pad, tgt_pad = src == self.pad_id, tgt == self.pad_id
+        h = self.core(self._embed(src), self._embed(tgt),
+                      tgt_mask=_causal(tgt.shape[1], tgt.device),
+                      src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                      # no mask inspection, no graph break
+                      memory_key_padding_mask=src_pad, tgt_is_causal=True)
+        return self.out(h)
+
+    def encode(self, src, src_mask=None):                                # (B, S) -> (B, S, d_model)
+        return self.core.encoder(self._embed(src), src_key_padding_mask=src == self.pad_id)
+
+    def decode(self, tgt, memory, src_mask, tgt_mask=None, cache=None):
+        """Logits (B, new, V) of the `new` = tgt.shape[1] last positions; `src_mask` (B, 1, 1, S),
+        True = attend."""
+        new = tgt.shape[1]
+        if cache is not None:                               # the prefix so far, then the new tokens
+            tgt = cache["prefix"] = torch.cat([cache["prefix"], tgt],
+                                              1) if "prefix" in cache else tgt
+        h = self.core.decoder(self._embed(tgt), memory, tgt_mask=_causal(tgt.shape[1], tgt.device),
+                              memory_key_padding_mask=~src_mask[:, 0, 0], tgt_is_causal=True)
+        return self.out(h[:, -new:])
+
+
+# our parameter names -> nn.Transformer's (the LayerNorms depend on the stack: see from_ours)
+_RENAMES = (("in_proj.weight", "in_proj_weight"), ("in_proj.bias", "in_proj_bias"),
+            ("cross_attn.", "multihead_attn."), ("feed_forward.w_1.", "linear1."),
+            ("feed_forward.w_2.", "linear2."))
+
+
+def _causal(n: int, device) -> torch.Tensor:
+    # True = masked out (PyTorch's convention)
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+

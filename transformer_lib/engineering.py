@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import datetime
 import inspect
+import itertools
 import json
 import math
 import os
@@ -32,9 +33,9 @@ from .benchmarking import cpu_has_native_bf16, cpu_model, device_name, synchroni
 __all__ = ['FIELD_TYPES', 'wait_for', 'TrainingClock', 'pick_device', 'device_label', 'amp_settings', 'no_compile_reason',
            'compile_seconds', 'autocast_dtype', 'autocast', 'to_device', 'background', 'prefetch', 'world_size',
            'sum_across_processes', 'dist_env', 'device_for', 'init_distributed', 'barrier', 'shutdown_distributed',
-           'max_weight_diff', 'LogWindow', 'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error',
-           'git_commit', 'provenance', 'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags',
-           'read_config_file']
+           'max_weight_diff', 'MicroBatches', 'Accumulate', 'micro_batch_weights', 'gradient_sync', 'LogWindow',
+           'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error', 'git_commit', 'provenance',
+           'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 def wait_for(device: str | torch.device) -> None:
@@ -311,6 +312,79 @@ def max_weight_diff(model: torch.nn.Module, world_size: int) -> float:
     gathered = [torch.empty_like(flat) for _ in range(world_size)]
     dist.all_gather(gathered, flat)
     return max(float((g - flat).abs().max()) for g in gathered)
+
+# %% ../notebooks/A4_engineering.ipynb #a4acc002
+class MicroBatches(tuple):
+    """The micro-batches of one update (gradient accumulation), with the batch interface `train`
+    uses: `n_tokens` (their sum), `device`, `to` and `pin_memory`."""
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(b.n_tokens for b in self)
+
+    @property
+    def device(self) -> torch.device:
+        return self[0].device
+
+    def to(self, device, non_blocking: bool = False) -> MicroBatches:
+        return MicroBatches(b.to(device, non_blocking=non_blocking) for b in self)
+
+    def pin_memory(self) -> MicroBatches:
+        return MicroBatches(b.pin_memory() for b in self)
+
+
+class Accumulate:
+    """A loader of updates of `steps` consecutive batches of `loader` each (`MicroBatches`). The
+    last batches of an epoch that do not fill an update are left out. `len`, `set_epoch` and
+    `iter_from` count updates, so `train` resumes mid-epoch as with any loader."""
+
+    def __init__(self, loader, steps: int):
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise ValueError(f"accum_steps must be an int >= 1, got {steps!r}")
+        if not hasattr(loader, "__len__"):
+            raise ValueError("Accumulate needs a loader with len() (epochs of batches)")
+        self.loader, self.steps = loader, steps
+
+    def __len__(self) -> int:
+        return len(self.loader) // self.steps
+
+    def set_epoch(self, epoch: int) -> None:
+        if hasattr(self.loader, "set_epoch"):
+            self.loader.set_epoch(epoch)
+
+    def iter_from(self, start: int = 0) -> Iterator[MicroBatches]:
+        first = start * self.steps
+        batches = (self.loader.iter_from(first) if hasattr(self.loader, "iter_from")
+                   else itertools.islice(iter(self.loader), first, None))
+        for _ in range(len(self) - start):
+            yield MicroBatches(itertools.islice(batches, self.steps))
+
+    def __iter__(self) -> Iterator[MicroBatches]:
+        return self.iter_from(0)
+
+
+def micro_batch_weights(batches) -> list:
+    """The weight of each micro-batch's loss (a mean over its target tokens) in one update, so that
+    the update is the one of the union of every micro-batch on every process: R · n_j / N, with
+    n_j the target tokens of micro-batch j and N those of the update on all R processes, R because
+    DistributedDataParallel averages gradients. One batch on one process: [1.0]; on one process,
+    floats; under DDP, N is summed by one all_reduce and the weights are 0-dim tensors on the
+    batches' device (no wait for the GPU)."""
+    n, R = [b.n_tokens for b in batches], world_size()
+    if R == 1:
+        total = sum(n)
+        return [1.0] if len(n) == 1 else [k / total if total else 0.0 for k in n]
+    total = torch.tensor(float(sum(n)), dtype=torch.float64, device=batches[0].device)
+    dist.all_reduce(total)
+    return [R * k / total.clamp(min=1.0) for k in n]
+
+
+def gradient_sync(model: torch.nn.Module, sync: bool):
+    """`model.no_sync()` of DistributedDataParallel unless `sync`: the gradients of all but the last
+    micro-batch stay on their process; a context that does nothing for any other module."""
+    return (model.no_sync() if not sync and hasattr(model, "no_sync")
+            else contextlib.nullcontext())
+
 
 # %% ../notebooks/A4_engineering.ipynb #c42fbdce
 class LogWindow:

@@ -32,7 +32,7 @@ from .optimization import LabelSmoothingLoss
 from .recipe import Recipe
 from .recurrent import RecurrentConfig, RecurrentTranslator
 from .text import PAD_ID
-from .training import seq2seq_forward, train
+from .training import seq2seq_forward, train, train_step
 
 # The recurrent model's sizes next to the Transformer of the earlier, 3+3-layer cpu-30min recipe
 # that chapter 20's records ran (d_model 256: 7,578,624 parameters at 8,000 tokens):
@@ -105,31 +105,41 @@ def train_for_budget(s: RunResult, points: int, clip: float | None) -> list[dict
 # %% ../notebooks/A6_equal_time.ipynb #9dd3a78f
 def phase_seconds(s: RunResult, batches: int = 10, clip: float | None = None) -> dict:
     """Seconds per update in each phase, over `batches` updates after training: the encoder's
-    forward, the decoder's forward with the loss, backward, and the optimiser step."""
+    forward, the decoder's forward with the loss, backward, and the optimiser step. The updates
+    are chapter 13's `train_step`, timed through its hooks (its `forward`, its loss, and the
+    optimiser's `step`, wrapped)."""
     total = dict.fromkeys(("encoder", "decoder", "backward", "optimizer"), 0.0)
-    model, device = s.model.train(), s.device
+    model, device, t = s.model.train(), s.device, [0.0]
 
-    def lap(name: str, t0: float) -> float:
+    def lap(name: str) -> None:                          # the phase that ends now
         synchronize(device)
-        total[name] += time.perf_counter() - t0
-        return time.perf_counter()
+        now = time.perf_counter()
+        total[name], t[0] = total[name] + now - t[0], now
+
+    def forward(m, batch):                               # train_step's hook, under its autocast
+        mask = (batch.src != s.tokenizer.pad_id)[:, None, None, :]
+        memory = m.encode(batch.src, mask)
+        lap("encoder")
+        return m.decode(batch.tgt_in, memory, mask), batch.tgt_out   # (B, T, V), (B, T)
+
+    def loss_fn(logits, labels):
+        loss = s.loss_fn(logits, labels)
+        lap("decoder")
+        return loss
+
+    class TimedOptimizer:                    # backward (and clipping) ends where the step begins
+        def zero_grad(self, set_to_none: bool = True) -> None:
+            s.optimizer.zero_grad(set_to_none=set_to_none)
+
+        def step(self) -> None:
+            lap("backward")
+            s.optimizer.step()
+            lap("optimizer")
     for _, batch in zip(range(batches), s.loader):
         batch = batch.to(device)
-        mask = (batch.src != s.tokenizer.pad_id)[:, None, None, :]
-        t0 = time.perf_counter()
-        with autocast(device, s.amp_dtype):
-            memory = model.encode(batch.src, mask)
-            t0 = lap("encoder", t0)
-            logits = model.decode(batch.tgt_in, memory, mask)
-        loss = s.loss_fn(logits.float(), batch.tgt_out)
-        t0 = lap("decoder", t0)
-        s.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        t0 = lap("backward", t0)
-        s.optimizer.step()
-        lap("optimizer", t0)
+        t[0] = time.perf_counter()
+        train_step(model, batch, loss_fn, TimedOptimizer(), clip_grad_norm=clip or None,
+                   amp_dtype=s.amp_dtype, forward=forward)
     return {k: v / batches for k, v in total.items()}
 
 # %% ../notebooks/A6_equal_time.ipynb #9dd3a78e

@@ -7,12 +7,14 @@ d_ff = 4 d_model against depth (section 3.3). Needs the [nlp] extra (translate, 
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import training
 from .model import Transformer, TransformerConfig
 from .text import BleuResult, SubwordTokenizer, corpus_bleu
 from .toy import BOS, EOS, FIRST_SYMBOL, PAD, toy_split, toy_vocab_size
@@ -64,19 +66,19 @@ def toy_config(n_layers: int, d_ff: int, n_symbols: int = N_SYMBOLS) -> Transfor
 
 def train_toy(config: TransformerConfig, train: list, test: list, seed: int, steps: int = 500,
               batch_size: int = 64, lr: float = 3e-3) -> float:
-    "Train a fresh model on the `train` pairs; return the share of table entries right on `test`."
+    """Train a fresh model on the `train` pairs (chapter 13's `train`: Adam at `lr`, `steps`
+    updates on batches drawn at random); return the share of table entries right on `test`."""
     torch.manual_seed(seed)
     net = Transformer(config)
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
     g = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        picks = torch.randint(len(train), (batch_size,), generator=g).tolist()
-        batch = collate([train[i] for i in picks])
-        logits = net(batch.src, batch.tgt_in)                                      # (B, T, V)
-        loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    batches = (collate([train[i] for i in torch.randint(len(train), (batch_size,),
+                                                        generator=g).tolist()])
+               for _ in itertools.count())                  # an endless stream of random batches
+
+    def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:     # (B, T, V), (B, T)
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
+    training.train(net, batches, loss_fn, torch.optim.Adam(net.parameters(), lr=lr),
+                   max_steps=steps, device="cpu", amp=None, log_every=steps, progress=False)
     net.eval()
     with torch.no_grad():
         batch = collate(test)

@@ -20,7 +20,7 @@ from .encoder import Encoder
 from .feed_forward import PositionwiseFeedForward
 from .layer_norm import check_eps
 from .masking import make_padding_mask
-from .multi_head_attention import MultiHeadAttention
+from .multi_head_attention import MultiHeadAttention, check_heads
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 
 # %% auto #0
@@ -205,9 +205,7 @@ def _check_config(c: TransformerConfig) -> None:
     for name in ("dropout", "attn_dropout", "ffn_dropout"):
         check_probability(getattr(c, name), name)
     check_eps(c.eps)
-    if c.d_model % c.n_heads:
-        raise ValueError(f"d_model must be divisible by n_heads, got d_model={c.d_model}, "
-                         f"n_heads={c.n_heads}")
+    check_heads(c.d_model, c.n_heads)                      # chapter 05's rule
     if c.positional not in ("sinusoidal", "learned"):
         raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {c.positional!r}")
     if c.share_embeddings and c.src_vocab_size != c.tgt_vocab_size:

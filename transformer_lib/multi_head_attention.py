@@ -24,7 +24,7 @@ from .masking import make_causal_mask
 
 # %% auto #0
 __all__ = ['NaiveMultiHeadAttention', 'MultiHeadAttention', 'count_parameters', 'attention_matmul_flops', 'per_head_weights',
-           'multi_head_attention_columns']
+           'multi_head_attention_columns', 'check_heads']
 
 # %% ../notebooks/05_multi_head_attention.ipynb #7f512adb
 class NaiveMultiHeadAttention(nn.Module):
@@ -38,7 +38,7 @@ class NaiveMultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = True):
         super().__init__()
-        _check_heads(d_model, n_heads)                               # see "Engineering"
+        check_heads(d_model, n_heads)                               # see "Engineering"
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.heads = nn.ModuleList(AttentionHead(d_model, self.d_k, self.d_k, bias=bias)
                                    for _ in range(n_heads))          # head m: W_Q^m, W_K^m, W_V^m
@@ -75,7 +75,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        _check_heads(d_model, n_heads)                         # the checks: see "Engineering"
+        check_heads(d_model, n_heads)                         # the checks: see "Engineering"
         check_probability(dropout, "dropout")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = dropout                              # on the weights, in training only
@@ -213,7 +213,7 @@ def attention_matmul_flops(L_q: int, L_k: int, d_model: int, n_heads: int = 1) -
     Summed head by head with d_k = d_model / n_heads, to show that the total does not depend on
     n_heads.
     """
-    _check_heads(d_model, n_heads)
+    check_heads(d_model, n_heads)
     d_k = d_model // n_heads
     projections = (2 * L_q * d_model * d_model + 2 * 2 * L_k * d_model * d_model + 2 * L_q * d_model
                    * d_model)
@@ -242,7 +242,10 @@ def multi_head_attention_columns(H: torch.Tensor, Qs, Ks, Vs, W_O: torch.Tensor)
     return H + W_O @ torch.cat(heads, dim=0)                                       # (D, N)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #e7a2c415
-def _check_heads(d_model: int, n_heads: int) -> None:
+def check_heads(d_model: int, n_heads: int) -> None:
+    """d_model and n_heads positive ints, d_model divisible by n_heads (section 3.2.2: each head
+    gets d_k = d_model / h). The one place of this rule: the model's config and the recipe use
+    it."""
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
                for v in (d_model, n_heads)):
         raise ValueError(f"d_model and n_heads must be positive ints, got d_model={d_model!r}, "

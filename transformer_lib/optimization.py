@@ -57,17 +57,25 @@ class WarmupSchedule(torch.optim.lr_scheduler.LRScheduler):
     """The paper's warm-up schedule (eq. 3) as a PyTorch scheduler: lr = base_lr × warmup_lr(step).
 
     Create the optimizer with lr=1.0 for the paper's values (`paper_adam` does). Call `step()` after
-    every `optimizer.step()`; update number k (from 1) then runs at warmup_lr(k).
+    every `optimizer.step()`; update number k (from 1) then runs at warmup_lr(k). With `peak`, the
+    curve is rescaled so that its maximum (at step = warmup_steps) is `peak` whatever the
+    optimizer's lr: lr = peak / warmup_lr(warmup_steps) × warmup_lr(step).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, d_model: int, warmup_steps: int = 4000,
-                 last_epoch: int = -1):
+                 last_epoch: int = -1, peak: float | None = None):
         warmup_lr(1, d_model, warmup_steps)  # validates the arguments
+        if peak is not None and not peak > 0:
+            raise ValueError(f"peak must be a learning rate > 0 (or None), got {peak!r}")
         self.d_model, self.warmup_steps = d_model, warmup_steps
+        # the rate at step 1 per unit of eq. (3): base_lr, or peak over eq. (3)'s own maximum
+        self.scale = None if peak is None else peak / warmup_lr(warmup_steps, d_model, warmup_steps)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         factor = warmup_lr(self.last_epoch + 1, self.d_model, self.warmup_steps)
+        if self.scale is not None:
+            return [self.scale * factor for _ in self.base_lrs]
         return [base_lr * factor for base_lr in self.base_lrs]
 
 # %% ../notebooks/14_optimization.ipynb #c8504aa4

@@ -29,6 +29,7 @@ from transformer_lib.optimization import (
 )
 
 from .attention import check_probability
+from .multi_head_attention import check_heads
 
 # %% auto #0
 __all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict',
@@ -54,6 +55,7 @@ class Recipe:
     vocab_size: int = 8000  # tokens in the joint BPE vocabulary, trained on the training split only
     train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000 pairs)
     batch_tokens: int = 12288     # padded positions per side per batch, per process
+    accum_steps: int = 1          # batches per update (gradient accumulation; appendix A4)
     bucket: int = 8  # round sequence lengths up to a multiple of this (positions; 1 = no rounding)
     fixed_shapes: bool = True     # also pad the batch axis: one tensor shape per length bucket
     # --- optimisation ---
@@ -99,6 +101,9 @@ class Recipe:
 # thirty-minute runs; it is watched (validation loss and greedy BLEU after every epoch, the
 # training clock paused) and keeps its epochs' weights for chapter 18's figures. The earlier
 # 3+3 recipe with all three dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
+# It trains in float32 on every CPU (amp=False; --amp: bfloat16 autocast where the CPU has it,
+# 1.19x the updates per second on an AMD EPYC Zen 4, no better BLEU in a thirty-minute run):
+# results/README.md, "Which precision the CPU preset trains in".
 # Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of
 # compute capability 8.0+): compiling did not pay inside the GPU budget where it was measured
 # (results/README.md, "Why every preset trains eager", gives the measurement and its records).
@@ -118,7 +123,7 @@ PRESETS: dict[str, dict] = {
                       bucket=1, peak_lr=1e-3, warmup_steps=100, schedule="budget", decay_start=0.5,
                       average_last=1, keep_snapshots=12, time_budget_s=1797.0, epochs=100,
                       length_penalty=1.2, eval_every=1, eval_beam=False,
-                      device="cpu", amp=True, compile=False, fixed_shapes=False,
+                      device="cpu", amp=False, compile=False, fixed_shapes=False,
                       out_dir="runs/cpu-30min"),
 }
 
@@ -202,7 +207,8 @@ def validate_recipe(r: Recipe) -> None:
     "Raise `RecipeError` naming the field for any value that cannot work."
     _check_field_types(r)
     positive = ("d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "batch_tokens", "bucket",
-                "warmup_steps", "average_last", "checkpoint_every", "beam_size", "log_every")
+                "accum_steps", "warmup_steps", "average_last", "checkpoint_every", "beam_size",
+                "log_every")
     for name in positive:
         if getattr(r, name) < 1:
             raise RecipeError(f"{name} must be >= 1, got {getattr(r, name)}")
@@ -211,8 +217,10 @@ def validate_recipe(r: Recipe) -> None:
                  "length_penalty"):
         if getattr(r, name) < 0:
             raise RecipeError(f"{name} must be >= 0, got {getattr(r, name)}")
-    if r.d_model % r.n_heads:
-        raise RecipeError(f"d_model={r.d_model} must be divisible by n_heads={r.n_heads}")
+    try:
+        check_heads(r.d_model, r.n_heads)                   # the model's own rule (chapter 05)
+    except ValueError as e:
+        raise RecipeError(str(e)) from None
     for name in ("dropout", "attn_dropout", "ffn_dropout", "label_smoothing"):
         try:
             check_probability(getattr(r, name), name)       # the model's own rule (chapter 02)

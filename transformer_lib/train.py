@@ -37,6 +37,7 @@ from transformer_lib.data import (
     save_translator,
 )
 from transformer_lib.engineering import (
+    Accumulate,
     TrainingClock,
     amp_settings,
     autocast,
@@ -69,7 +70,6 @@ from transformer_lib.optimization import (
     read_checkpoint,
     save_checkpoint,
     unwrap_model,
-    warmup_lr,
 )
 from transformer_lib.recipe import (
     RUN_FILES,
@@ -106,8 +106,8 @@ __all__ = ['MAX_LEN', 'MODEL_FIELDS', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_U
            'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'prepare_model',
            'compile_choice', 'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit',
            'after_step', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged',
-           'named_remedies', 'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files', 'main',
-           'export_web', 'live_preset', 'reader_commands', 'run_report']
+           'named_remedies', 'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files',
+           'load_run', 'main', 'export_web', 'live_preset', 'reader_commands', 'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -349,6 +349,8 @@ def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     s.loader = BatchLoader.by_tokens(train_ids, r.batch_tokens, bucket=r.bucket, pad_id=pad,
                                      fixed_shapes=r.fixed_shapes,
                                      seed=r.seed, rank=s.rank, num_replicas=s.world_size)
+    if r.accum_steps > 1:                 # accum_steps batches an update (appendix A4)
+        s.loader = Accumulate(s.loader, r.accum_steps)
     s.val_loader = BatchLoader.by_tokens(val_ids, r.batch_tokens, bucket=r.bucket, pad_id=pad,
                                          shuffle=False)
     return train_ids + val_ids
@@ -399,15 +401,12 @@ def precision_words(amp_dtype: torch.dtype | str | None) -> str:
 
 # %% ../notebooks/18_capstone.ipynb #2552ba88
 def make_optimizer(recipe: Recipe, parameters) -> torch.optim.Optimizer:
-    """The paper's Adam over `parameters`, at the rate the recipe's schedule multiplies: `peak_lr`
-    for the budget schedule; for eq. (3), `peak_lr` over eq. (3)'s own maximum, so that the
-    schedule peaks at `peak_lr`. Its step is grouped over all parameters: fused into one kernel
-    on CUDA, and elsewhere `foreach` operators, Adam's own arithmetic bit for bit in a few
-    operators instead of about ten per parameter tensor (tests/test_loop_numerics.py)."""
+    """The paper's Adam over `parameters` at lr = `peak_lr` (each schedule of `make_schedule`
+    peaks there). Its step is grouped over all parameters: fused into one kernel on CUDA, and
+    elsewhere `foreach` operators, Adam's own arithmetic bit for bit in a few operators instead of
+    about ten per parameter tensor (tests/test_loop_numerics.py)."""
     r, params = recipe, list(parameters)
     lr = r.peak_lr
-    if r.schedule != "budget":
-        lr /= warmup_lr(r.warmup_steps, r.d_model, r.warmup_steps)    # eq. (3) at its maximum
     paper = paper_adam(params, lr=lr).defaults           # the paper's betas and eps (chapter 14)
     grouped = {"fused": True} if params and params[0].device.type == "cuda" else {"foreach": True}
     return torch.optim.Adam(params, lr=lr, betas=paper["betas"], eps=paper["eps"],
@@ -416,12 +415,13 @@ def make_optimizer(recipe: Recipe, parameters) -> torch.optim.Optimizer:
 
 def make_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer,
                   progress: Callable[[int], float]) -> torch.optim.lr_scheduler.LRScheduler:
-    """The recipe's schedule of `optimizer`'s rate: eq. (3) (rescaled by `make_optimizer`), or the
-    budget schedule, whose decay follows `progress(updates)`, the fraction of the budget used."""
+    """The recipe's schedule of `optimizer`'s rate, each peaking at `peak_lr`: eq. (3) rescaled
+    to that peak, or the budget schedule, whose decay follows `progress(updates)`, the fraction of
+    the budget used."""
     r = recipe
     if r.schedule == "budget":
         return BudgetSchedule(optimizer, r.warmup_steps, progress, r.decay_start)
-    return WarmupSchedule(optimizer, r.d_model, r.warmup_steps)
+    return WarmupSchedule(optimizer, r.d_model, r.warmup_steps, peak=r.peak_lr)
 
 
 def budget_progress(recipe: Recipe, seconds: Callable[[], float], updates: int) -> float:
@@ -702,6 +702,17 @@ def report_files(recipe: Recipe) -> None:
     print(f"wrote {names} in {out.resolve()}; results record: {results_path(recipe).resolve()}")
     if preset_note(recipe):
         print(preset_note(recipe), flush=True)
+
+
+def load_run(run_dir: str | Path) -> tuple[Transformer, SubwordTokenizer, dict]:
+    """The final weights (`model.pt`) and the tokenizer a training run wrote to `run_dir`, in eval
+    mode, and where they came from: what the scripts that study a finished run start from."""
+    ckpt = read_checkpoint(Path(run_dir) / "model.pt")     # CheckpointError: missing or corrupt
+    model = Transformer(TransformerConfig(**ckpt["config"]))
+    model.load_state_dict(ckpt["model"])
+    return model.eval(), SubwordTokenizer.load(Path(run_dir) / "tokenizer.json"), {
+        "run_dir": str(run_dir)}
+
 
 # %% ../notebooks/18_capstone.ipynb #721f5b1d
 def main(argv: Sequence[str] | None = None) -> int:

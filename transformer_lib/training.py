@@ -23,11 +23,14 @@ except ModuleNotFoundError as e:  # tqdm comes with the [nlp] extra
 
 from transformer_lib.engineering import (
     LogWindow,
+    MicroBatches,
     Progress,
     TrainingClock,
     autocast,
     autocast_dtype,
     check_train_limits,
+    gradient_sync,
+    micro_batch_weights,
     pick_device,
     to_device,
     world_size,
@@ -37,8 +40,8 @@ from .model import evaluating
 
 # %% auto #0
 __all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'seq2seq_forward', 'train_step',
-           'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward', 'lm_cross_entropy',
-           'TokenBatchSampler', 'BatchLoader']
+           'at_least_float32', 'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward',
+           'lm_cross_entropy', 'TokenBatchSampler', 'BatchLoader']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,16 +177,26 @@ def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.opti
 
     `forward` defaults to teacher forcing for an encoder–decoder (`seq2seq_forward`). With float16
     autocast pass a `scaler` (`torch.amp.GradScaler`, one for the whole run): the loss is scaled
-    before backward and the gradients unscaled before clipping and the step. Returns the loss
-    (detached, on the device) and the gradient norm before clipping (or None).
+    before backward and the gradients unscaled before clipping and the step. `batch` may also be
+    `MicroBatches` (gradient accumulation, appendix A4): each goes forward and backward, its loss
+    weighted by its share of the update's target tokens, and the one step is that of their union.
+    Returns the loss (detached, on the device) and the gradient norm before clipping (or None).
     """
     if not model.training:                   # after evaluation (train() walks every module)
         model.train()
-    with autocast(batch.device, amp_dtype):
-        logits, labels = forward(model, batch)              # (B, T, V), (B, T)
-    loss = loss_fn(logits.float(), labels)                  # loss in float32, outside autocast
+    micro = batch if isinstance(batch, MicroBatches) else (batch,)
+    weights = micro_batch_weights(micro)                    # [1.0]: one batch on one process
     optimizer.zero_grad(set_to_none=True)
-    (loss if scaler is None else scaler.scale(loss)).backward()
+    total = None
+    for i, (b, w) in enumerate(zip(micro, weights)):
+        with gradient_sync(model, sync=i == len(micro) - 1):  # DDP: all-reduce after the last
+            with autocast(b.device, amp_dtype):
+                logits, labels = forward(model, b)          # (B, T, V), (B, T)
+            loss = loss_fn(at_least_float32(logits), labels)   # outside autocast
+            if not (isinstance(w, float) and w == 1.0):
+                loss = loss * w                             # its share of the update's tokens
+            (loss if scaler is None else scaler.scale(loss)).backward()
+        total = loss.detach() if total is None else total + loss.detach()
     if scaler is not None:
         scaler.unscale_(optimizer)                        # true gradients for clipping and the norm
     grad_norm = None
@@ -196,7 +209,13 @@ def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.opti
         scaler.update()
     if scheduler is not None:
         scheduler.step()
-    return loss.detach(), grad_norm
+    return total, grad_norm
+
+
+def at_least_float32(logits: torch.Tensor) -> torch.Tensor:
+    "float32 for bfloat16 and float16 logits (a loss is computed in float32); others unchanged."
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
 
 # %% ../notebooks/13_training.ipynb #24ce9985
 def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *,
