@@ -249,9 +249,13 @@ def test_cpu_has_native_bf16_without_proc_cpuinfo(monkeypatch):
     assert benchmarking.cpu_has_native_bf16() is False
 
 
-def test_the_cpu_recipe_asks_for_mixed_precision_and_the_tiny_one_does_not():
-    from transformer_lib.recipe import preset
-    assert preset("cpu-30min").amp is True and preset("cpu-tiny").amp is False
+def test_the_cpu_presets_train_in_float32_and_amp_asks_for_bfloat16():
+    """results/README.md, "Which precision the CPU preset trains in": float32 by default, and
+    --amp turns on the bfloat16 autocast that amp_settings gives a CPU with the instructions."""
+    from transformer_lib.recipe import parse_args, preset
+    assert preset("cpu-30min").amp is False and preset("cpu-tiny").amp is False
+    recipe, _ = parse_args(["--preset", "cpu-30min", "--amp"])
+    assert recipe.amp is True
 
 
 def test_git_commit_falls_back_to_the_environment(monkeypatch):

@@ -781,6 +781,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                         'transformer_lib.recipe._check_field_types': ( 'a5_recipe.html#_check_field_types',
                                                                                        'transformer_lib/recipe.py'),
                                         'transformer_lib.recipe._coerce': ('a5_recipe.html#_coerce', 'transformer_lib/recipe.py'),
+                                        'transformer_lib.recipe.as_recorded': ('a5_recipe.html#as_recorded', 'transformer_lib/recipe.py'),
                                         'transformer_lib.recipe.check_output_paths': ( 'a5_recipe.html#check_output_paths',
                                                                                        'transformer_lib/recipe.py'),
                                         'transformer_lib.recipe.check_resume': ('a5_recipe.html#check_resume', 'transformer_lib/recipe.py'),

@@ -32,9 +32,9 @@ from .attention import check_probability
 from .multi_head_attention import check_heads
 
 # %% auto #0
-__all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'resume_keys', 'RecipeError', 'recipe_from_dict',
-           'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume', 'results_path',
-           'check_output_paths', 'preset_note']
+__all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'as_recorded', 'resume_keys', 'RecipeError',
+           'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume',
+           'results_path', 'check_output_paths', 'preset_note']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
@@ -133,6 +133,13 @@ RUN_ONLY = frozenset({"epochs", "time_budget_s", "max_steps", "checkpoint_every"
                       "eval_sentences", "eval_beam", "test_sentences", "keep_snapshots",
                       "beam_size", "length_penalty", "device", "amp", "compile", "out_dir",
                       "results", "progress", "log_every"})
+
+
+def as_recorded(values: dict) -> dict:
+    """A recipe as a results record holds it, with each field added to `Recipe` since at its
+    default, the value that does what the record's code did (`accum_steps=1`: no accumulation):
+    so a record of any age compares with a preset field by field."""
+    return {**asdict(Recipe()), **values}
 
 
 def resume_keys() -> tuple[str, ...]:

@@ -39,9 +39,9 @@ from transformer_lib.engineering import (
 from .model import evaluating
 
 # %% auto #0
-__all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'seq2seq_forward', 'train_step',
-           'at_least_float32', 'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward',
-           'lm_cross_entropy', 'TokenBatchSampler', 'BatchLoader']
+__all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'seq2seq_forward',
+           'at_least_float32', 'train_step', 'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows',
+           'lm_forward', 'lm_cross_entropy', 'TokenBatchSampler', 'BatchLoader']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,19 +169,23 @@ def seq2seq_forward(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch
     return model(batch.src, batch.tgt_in), batch.tgt_out
 
 
+def at_least_float32(logits: torch.Tensor) -> torch.Tensor:
+    "float32 for bfloat16 and float16 logits (a loss is computed in float32); others unchanged."
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
+# %% ../notebooks/13_training.ipynb #13accum02
 def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.optim.Optimizer,
                scheduler=None, *, clip_grad_norm: float | None = None,
                amp_dtype: torch.dtype | None = None, scaler: torch.amp.GradScaler | None = None,
                forward: Callable = seq2seq_forward) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One update: logits, labels = forward(model, batch); loss_fn(logits, labels); backward; step.
 
-    `forward` defaults to teacher forcing for an encoder–decoder (`seq2seq_forward`). With float16
-    autocast pass a `scaler` (`torch.amp.GradScaler`, one for the whole run): the loss is scaled
-    before backward and the gradients unscaled before clipping and the step. `batch` may also be
-    `MicroBatches` (gradient accumulation, appendix A4): each goes forward and backward, its loss
-    weighted by its share of the update's target tokens, and the one step is that of their union.
-    Returns the loss (detached, on the device) and the gradient norm before clipping (or None).
-    """
+    `forward` defaults to teacher forcing (`seq2seq_forward`). With float16 autocast pass a
+    `scaler` (`torch.amp.GradScaler`, one per run): the loss is scaled before backward, the
+    gradients unscaled before clipping and the step. `batch` may be `MicroBatches` (appendix A4):
+    each goes forward and backward, its loss weighted by its share of the update's target tokens.
+    Returns the loss (detached, on the device) and the gradient norm before clipping (or None)."""
     if not model.training:                   # after evaluation (train() walks every module)
         model.train()
     micro = batch if isinstance(batch, MicroBatches) else (batch,)
@@ -210,11 +214,6 @@ def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.opti
     if scheduler is not None:
         scheduler.step()
     return total, grad_norm
-
-
-def at_least_float32(logits: torch.Tensor) -> torch.Tensor:
-    "float32 for bfloat16 and float16 logits (a loss is computed in float32); others unchanged."
-    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
 # %% ../notebooks/13_training.ipynb #24ce9985

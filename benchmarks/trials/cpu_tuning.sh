@@ -14,7 +14,7 @@
 # were the rows that beat the recipe on both seeds while also training faster.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-THEN="--vocab-size 8000 --eval-every 0 --eval-beam --keep-snapshots 0 --peak-lr 2e-3"
+THEN="--vocab-size 8000 --eval-every 0 --eval-beam --keep-snapshots 0 --peak-lr 2e-3 --amp"
 declare -A TRIALS=(
   [layers_2_dropout_0]="--n-layers 2 --dropout 0 --attn-dropout 0 --ffn-dropout 0"
   [layers_2_residual_dropout]="--n-layers 2 --dropout 0.1 --attn-dropout 0 --ffn-dropout 0"

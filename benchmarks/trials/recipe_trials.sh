@@ -27,7 +27,7 @@ declare -A TRIALS=(
   [vocab_3000]="--vocab-size 3000"
   [vocab_2000]="--vocab-size 2000"
 )
-THEN="--vocab-size 8000 --keep-snapshots 0 --peak-lr 2e-3"   # the preset before these trials
+THEN="--vocab-size 8000 --keep-snapshots 0 --peak-lr 2e-3 --amp"   # the preset before these trials
 WATCH="--eval-every 1 --no-eval-beam --average-last 8"
 mkdir -p results/tuning-2x2 runs/tuning
 for trial in "$@"; do
