@@ -363,6 +363,50 @@ def test_two_process_ddp_gloo(tmp_path):
                                                                    for h in hist)
 
 
+def free_port() -> int:
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.needs_data
+@pytest.mark.slow
+def test_two_nodes_of_one_process_with_accumulation(tmp_path):
+    """Two torchrun "nodes" of one process each on 127.0.0.1 (the c10d rendezvous, as on two
+    machines), accumulating two batches an update: they agree on every weight, train, stop and
+    write one record, and a run resumed from its checkpoint on the two nodes goes on."""
+    out, port = tmp_path / "nodes", free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def launch(max_steps: int, resume: bool) -> list[subprocess.Popen]:
+        flags = tiny_flags(out, max_steps=max_steps, accum_steps=2) + (["--resume"] if resume
+                                                                        else [])
+        return [subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+             f"--node_rank={rank}", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
+             f"--rdzv_id=nodes-{max_steps}", "-m", "transformer_lib.train", *flags],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True) for rank in (0, 1)]
+
+    for max_steps, resume in ((4, False), (6, True)):
+        procs = launch(max_steps, resume)
+        try:
+            outs = [p.communicate(timeout=240)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+        assert all(p.returncode == 0 for p in procs), "\n".join(o[-2000:] for o in outs)
+        rec = json.loads((out / "results.json").read_text())
+        assert rec["processes"] == 2 and rec["steps"] == max_steps
+        assert rec["max_weight_diff_across_processes"] == 0.0
+        assert rec["recipe"]["accum_steps"] == 2
+    hist = json.loads((out / "history.json").read_text())["history"]
+    assert [h["step"] for h in hist] == list(range(1, 7)) and all(math.isfinite(h["loss"])
+                                                                  for h in hist)
+
+
 def test_presets_are_valid_and_gpu_is_the_default():
     """`python -m transformer_lib.train` with no flags runs the recipe that --help calls the
     default: the gpu recipe, five minutes of eager training (compiling did not pay within them:
