@@ -475,7 +475,7 @@ QUOTES = [
            "peak": lambda: warmup_lr(PAPER_WARMUP, EX1_WIDTH, PAPER_WARMUP)}),
     # ------------------------------------------------- chapter 20 (its earlier records, in A7)
     Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
-          rf"--n-layers (?P<n>{NUM}) --attn-dropout (?P<ad>{NUM}) --ffn-dropout (?P<fd>{NUM}) \\ "
+          rf"--n-layers (?P<n>{NUM}) --attn-dropout (?P<ad>{NUM}) \\ --ffn-dropout (?P<fd>{NUM}) "
           rf"--vocab-size (?P<v>{NUM}) --peak-lr 2e-3 --budget-s (?P<t1>{NUM}) \\ "
           rf"--json results/rnn-vs-transformer-cpu-(?P<t2>{NUM})s\.json "
           rf"``` The second trains each model for the `cpu-30min` recipe's whole training budget, "
