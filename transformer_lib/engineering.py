@@ -334,16 +334,18 @@ class MicroBatches(tuple):
 
 
 class Accumulate:
-    """A loader of updates of `steps` consecutive batches of `loader` each (`MicroBatches`). The
-    last batches of an epoch that do not fill an update are left out. `len`, `set_epoch` and
-    `iter_from` count updates, so `train` resumes mid-epoch as with any loader."""
+    """A loader of updates of `accum_steps` consecutive batches of `loader` each
+    (`MicroBatches`). The last batches of an epoch that do not fill an update are left out.
+    `len`, `set_epoch` and `iter_from` count updates, so `train` resumes mid-epoch as with any
+    loader."""
 
-    def __init__(self, loader, steps: int):
-        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-            raise ValueError(f"accum_steps must be an int >= 1, got {steps!r}")
+    def __init__(self, loader, accum_steps: int):
+        if (not isinstance(accum_steps, int) or isinstance(accum_steps, bool)
+                or accum_steps < 1):
+            raise ValueError(f"accum_steps must be an int >= 1, got {accum_steps!r}")
         if not hasattr(loader, "__len__"):
             raise ValueError("Accumulate needs a loader with len() (epochs of batches)")
-        self.loader, self.steps = loader, steps
+        self.loader, self.steps = loader, accum_steps
 
     def __len__(self) -> int:
         return len(self.loader) // self.steps

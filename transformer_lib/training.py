@@ -39,9 +39,9 @@ from transformer_lib.engineering import (
 from .model import evaluating
 
 # %% auto #0
-__all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'seq2seq_forward',
-           'at_least_float32', 'train_step', 'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows',
-           'lm_forward', 'lm_cross_entropy', 'TokenBatchSampler', 'BatchLoader']
+__all__ = ['shift_targets', 'pad_sequences', 'round_up', 'Batch', 'collate', 'token_batches', 'seq2seq_forward', 'train_step',
+           'evaluate_loss', 'train', 'LMBatch', 'get_batch', 'RandomWindows', 'lm_forward', 'lm_cross_entropy',
+           'TokenBatchSampler', 'BatchLoader']
 
 # %% ../notebooks/13_training.ipynb #8386765f
 def shift_targets(tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,7 +169,7 @@ def seq2seq_forward(model: nn.Module, batch: Batch) -> tuple[torch.Tensor, torch
     return model(batch.src, batch.tgt_in), batch.tgt_out
 
 
-def at_least_float32(logits: torch.Tensor) -> torch.Tensor:
+def _at_least_float32(logits: torch.Tensor) -> torch.Tensor:
     "float32 for bfloat16 and float16 logits (a loss is computed in float32); others unchanged."
     return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
@@ -196,8 +196,8 @@ def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.opti
         with gradient_sync(model, sync=i == len(micro) - 1):  # DDP: all-reduce after the last
             with autocast(b.device, amp_dtype):
                 logits, labels = forward(model, b)          # (B, T, V), (B, T)
-            loss = loss_fn(at_least_float32(logits), labels)   # outside autocast
-            if not (isinstance(w, float) and w == 1.0):
+            loss = loss_fn(_at_least_float32(logits), labels)   # outside autocast
+            if not (isinstance(w, float) and w == 1.0):    # a tensor under DDP: no host sync
                 loss = loss * w                             # its share of the update's tokens
             (loss if scaler is None else scaler.scale(loss)).backward()
         total = loss.detach() if total is None else total + loss.detach()

@@ -15,11 +15,10 @@ What runs, each model with its own optimizer (the "runners"):
 * GPU: ours and nn.Transformer, both with bf16 autocast and torch.compile (as before).
 * CPU: (i) ours as the capstone runs it (the recipe's precision: float32 for cpu-30min; with
   --amp, bfloat16 autocast where `amp_settings(device, cpu_bf16=True)` says the CPU has bf16
-  instructions), (ii) nn.Transformer as
-  a user would write it (eager float32); where (i) is bfloat16 also (iii) ours in eager float32 and
-  (iv) nn.Transformer under the same bf16 autocast, so that the precision and the implementation
-  can be told apart. Ratios per round: (i)/(ii) "as_run", (iii)/(ii) "same_precision" (eager vs
-  eager) and (i)/(iv) "both_bf16".
+  instructions), (ii) nn.Transformer as a user would write it (eager float32); where (i) is
+  bfloat16 also (iii) ours in eager float32 and (iv) nn.Transformer under the same bf16
+  autocast, so that the precision and the implementation can be told apart. Ratios per round:
+  (i)/(ii) "as_run", (iii)/(ii) "same_precision" (eager vs eager) and (i)/(iv) "both_bf16".
 
 Prints target tokens/s for each runner, the ratios with their per-round median, min and max, and
 the fraction of the ceiling each reaches: on the CPU a plain 2048^3 matmul in the runner's
