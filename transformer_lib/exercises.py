@@ -61,7 +61,10 @@ def _your_error(exc: BaseException) -> str:
     library = tuple(str(Path(f).resolve().parent if f == torch.__file__ else Path(f).resolve())
                     # no __file__ in a notebook
                     for f in (torch.__file__, globals().get("__file__")) if f)
-    theirs = [f for f in frames if not f.filename.startswith(library)] or frames
+    # resolved both sides: a virtual environment reached through a symbolic link names torch's
+    # frames by the link
+    theirs = [f for f in frames
+              if not str(Path(f.filename).resolve()).startswith(library)] or frames
     where = f" (in {theirs[-1].name}, line {theirs[-1].lineno})" if theirs else ""
     return f"your code raised {type(exc).__name__}: {exc}{where}"
 
