@@ -2,10 +2,8 @@
 (written here: .tgz files with the members sacreBLEU and the corpora name, .sgm test sets) stands
 for the 1.7 GB of downloads; the loaders, the token store and the paper's tokenized BLEU are
 tested on it, and the manifest's checksums and member names against the installed sacreBLEU."""
-import io
-import tarfile
-
 import pytest
+from wmt14_fixture import TESTS, TRAIN, write_fixture
 
 from transformer_lib import data
 from transformer_lib.data import MANIFEST, DataError, DataFile, sha256_of
@@ -13,53 +11,6 @@ from transformer_lib.data import MANIFEST, DataError, DataFile, sha256_of
 wmt14 = pytest.importorskip("transformer_lib.wmt14")
 pytest.importorskip("sacremoses")
 pytest.importorskip("tokenizers")
-
-TRAIN = {"europarl-v7": [("Resumption of the session", "Wiederaufnahme der Sitzungsperiode"),
-                         ("I declare resumed the session.", "Ich erkläre die Sitzung für wieder "
-                                                            "aufgenommen.")],
-         "commoncrawl": [("The seven-day week.", "Die Sieben-Tage-Woche."), ("", "Leer."),
-                         ("Two dogs.", "Zwei Hunde.")],
-         "news-commentary-v9": [("Gold at $10,000?", "Gold für 10.000 Dollar?")]}
-TESTS = {"newstest2013": [("A  republican strategy", "Eine republikanische Strategie"),
-                          ("Tom &amp; Jerry.", "Tom &amp; Jerry.")],
-         "newstest2014": [("Gutach: Increased safety", "Gutach: Noch mehr Sicherheit"),
-                          ("The man-made lake.", "Der künstliche See.")]}
-
-
-def add(tar: tarfile.TarFile, name: str, text: str) -> None:
-    raw = text.encode("utf-8")
-    info = tarfile.TarInfo(name)
-    info.size = len(raw)
-    tar.addfile(info, io.BytesIO(raw))
-
-
-def sgm(lines) -> str:
-    segs = "".join(f'<seg id="{i}">{s}</seg>\n' for i, s in enumerate(lines, 1))
-    return (f'<srcset setid="x" srclang="any">\n<doc docid="d" genre="news">\n{segs}</doc>\n'
-            '</srcset>\n')
-
-
-def write_fixture(root, monkeypatch, train=TRAIN, broken=None):
-    """The five archives under root/wmt14, and the manifest pointed at their checksums."""
-    archives = {}
-    for name, part in wmt14.TRAIN_PARTS.items():
-        archives.setdefault(part.archive, []).extend(
-            [(part.en, "".join(en + "\n" for en, _ in train[name])),
-             (part.de, "".join(de + "\n" for _, de in train[name])
-              + ("extra line\n" if broken == name else ""))])
-    for name, part in wmt14.TEST_PARTS.items():
-        archives.setdefault(part.archive, []).extend(
-            [(part.en, sgm(en for en, _ in TESTS[name])),
-             (part.de, sgm(de for _, de in TESTS[name]))])
-    for archive, members in archives.items():
-        path = root / archive
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(path, "w:gz") as tar:
-            for member, text in members:
-                add(tar, member, text)
-        monkeypatch.setitem(MANIFEST, archive, DataFile(archive, sha256_of(path),
-                                                        MANIFEST[archive].url))
-    monkeypatch.setenv(data.ENV_VAR, str(root))
 
 
 def test_the_manifest_has_published_checksums_and_sacrebleus_members():

@@ -32,15 +32,16 @@ from .attention import check_probability
 from .multi_head_attention import check_heads
 
 # %% auto #0
-__all__ = ['PRESETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'as_recorded', 'resume_keys', 'RecipeError',
-           'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume',
-           'results_path', 'check_output_paths', 'preset_note']
+__all__ = ['WMT14_PAPER', 'WMT14_SIZES', 'PRESETS', 'DATASETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'as_recorded',
+           'resume_keys', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe',
+           'parse_args', 'check_resume', 'results_path', 'check_output_paths', 'preset_note']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
 class Recipe:
-    """Everything that defines a Multi30k de→en run. Every field is also a command-line flag
-    (`d_model` → `--d-model`) and a key of a JSON/TOML config file. Defaults = the `gpu` recipe."""
+    """Everything that defines a run (Multi30k de→en, or WMT 2014 en→de: chapter 21). Every field is
+    also a command-line flag (`d_model` → `--d-model`) and a key of a JSON/TOML config file.
+    Defaults = the `gpu` recipe."""
     # --- model (TransformerConfig) ---
     d_model: int = 512            # width of every sub-layer (features per position)
     n_heads: int = 8              # attention heads (d_model must be divisible by it)
@@ -52,10 +53,13 @@ class Recipe:
     norm_first: bool = False      # pre-LN instead of the paper's post-LN
     positional: str = "sinusoidal"  # "sinusoidal" (the paper) or "learned" (Table 3, row E)
     # --- data and vocabulary ---
+    dataset: str = "multi30k"     # "multi30k" (German→English) or "wmt14" (English→German)
     vocab_size: int = 8000  # tokens in the joint BPE vocabulary, trained on the training split only
     train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000 pairs)
     batch_tokens: int = 12288     # padded positions per side per batch, per process
     accum_steps: int = 1          # batches per update (gradient accumulation; appendix A4)
+    update_tokens: int = 0  # positions per side an update, all processes (0 = use batch_tokens)
+    store_dir: str = ""  # "wmt14": where its token store is built or found ("" = OUT_DIR/store)
     bucket: int = 8  # round sequence lengths up to a multiple of this (positions; 1 = no rounding)
     fixed_shapes: bool = True     # also pad the batch axis: one tensor shape per length bucket
     # --- optimisation ---
@@ -72,6 +76,7 @@ class Recipe:
     # --- checkpoints ---
     average_last: int = 5         # average the weights of the last N epoch snapshots (1 = off)
     keep_snapshots: int = 0  # keep the last N epoch snapshots to study (0 = only averaging's)
+    snapshot_every: int = 0       # updates between those snapshots (0 = one at every epoch's end)
 
     checkpoint_every: int = 2000  # updates between resumable checkpoints (and one at the end)
     # --- evaluation ---
@@ -107,6 +112,28 @@ class Recipe:
 # Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of
 # compute capability 8.0+): compiling did not pay inside the GPU budget where it was measured
 # (results/README.md, "Why every preset trains eager", gives the measurement and its records).
+#
+# "wmt14-base" and "wmt14-big" are the paper's own runs (section 5, Table 3; chapter 21): WMT 2014
+# English→German, a shared BPE vocabulary of 37,000, about 25,000 tokens per side an update over
+# all processes (`update_tokens`: each process's batch is derived from it), Adam (0.9, 0.98, 1e-9)
+# on eq. (3) itself (peak_lr is eq. 3's own maximum, d_model^-0.5 · 4000^-0.5), ε_ls 0.1, beam 4
+# with α 0.6 and at most input + 50 output tokens. Deviations: (1) the paper averaged checkpoints
+# written every 10 minutes; these snapshot every `snapshot_every` updates, the paper's updates per
+# 10 minutes (base: 100,000 updates in 12 hours, 1,389 per 10 minutes; big: 300,000 in 3.5 days,
+# 595), so which weights are averaged does not depend on the machine's speed; (2) a batch counts
+# padded positions, not tokens (length buckets of 8 keep the two within a few percent); (3) output
+# stops at 255 tokens, the end of the positional table, if input + 50 is longer.
+WMT14_PAPER = dict(dataset="wmt14", d_model=512, n_heads=8, n_layers=6, d_ff=2048, dropout=0.1,
+                   attn_dropout=0.0, ffn_dropout=0.0, vocab_size=37000, update_tokens=25000,
+                   bucket=8, fixed_shapes=False, peak_lr=512 ** -0.5 * 4000 ** -0.5,
+                   warmup_steps=4000, schedule="noam", label_smoothing=0.1, epochs=0,
+                   time_budget_s=0.0, max_steps=100_000, average_last=5, snapshot_every=1389,
+                   checkpoint_every=1000, eval_every=0, eval_beam=False, beam_size=4,
+                   length_penalty=0.6, out_dir="runs/wmt14-base")
+WMT14_SIZES = {"base": {},
+               "big": dict(d_model=1024, n_heads=16, d_ff=4096, dropout=0.3,
+                           peak_lr=1024 ** -0.5 * 4000 ** -0.5, max_steps=300_000,
+                           average_last=20, snapshot_every=595, out_dir="runs/wmt14-big")}
 PRESETS: dict[str, dict] = {
     "gpu": dict(),
     "gpu-30s": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.2, attn_dropout=0.2,
@@ -125,12 +152,16 @@ PRESETS: dict[str, dict] = {
                       length_penalty=1.2, eval_every=1, eval_beam=False,
                       device="cpu", amp=False, compile=False, fixed_shapes=False,
                       out_dir="runs/cpu-30min"),
+    **{f"wmt14-{size}": dict(WMT14_PAPER, **changes) for size, changes in WMT14_SIZES.items()},
 }
+
+DATASETS = ("multi30k", "wmt14")
 
 # Fields that only say how long to train, how to evaluate and where things go: a run may resume
 # with other values. Every other field must agree between a checkpoint and the run that resumes it.
 RUN_ONLY = frozenset({"epochs", "time_budget_s", "max_steps", "checkpoint_every", "eval_every",
-                      "eval_sentences", "eval_beam", "test_sentences", "keep_snapshots",
+                      "store_dir", "eval_sentences", "eval_beam", "test_sentences",
+                      "keep_snapshots",
                       "beam_size", "length_penalty", "device", "amp", "compile", "out_dir",
                       "results", "progress", "log_every"})
 
@@ -184,7 +215,7 @@ def recipe_from_dict(values: dict, base: Recipe | None = None) -> Recipe:
 
 
 def preset(name: str) -> Recipe:
-    "The named preset: `gpu`, `gpu-30s`, `cpu-tiny` or `cpu-30min`."
+    "The named preset: `gpu`, `gpu-30s`, `cpu-tiny`, `cpu-30min`, `wmt14-base` or `wmt14-big`."
     if name not in PRESETS:
         raise RecipeError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
     return dataclasses.replace(Recipe(), **PRESETS[name])
@@ -221,7 +252,7 @@ def validate_recipe(r: Recipe) -> None:
             raise RecipeError(f"{name} must be >= 1, got {getattr(r, name)}")
     for name in ("train_pairs", "epochs", "time_budget_s", "max_steps", "eval_every",
                  "eval_sentences", "test_sentences", "keep_snapshots", "clip_grad_norm",
-                 "length_penalty"):
+                 "length_penalty", "update_tokens", "snapshot_every"):
         if getattr(r, name) < 0:
             raise RecipeError(f"{name} must be >= 0, got {getattr(r, name)}")
     try:
@@ -235,6 +266,11 @@ def validate_recipe(r: Recipe) -> None:
             raise RecipeError(str(e)) from None
     if r.schedule not in ("noam", "budget"):
         raise RecipeError(f"schedule must be 'noam' or 'budget', got {r.schedule!r}")
+    if r.dataset not in DATASETS:
+        raise RecipeError(f"dataset must be one of {DATASETS}, got {r.dataset!r}")
+    if r.dataset == "wmt14" and r.train_pairs:
+        raise RecipeError("train_pairs applies to multi30k; a wmt14 run trains on its whole token "
+                          "store")
     if r.positional not in ("sinusoidal", "learned"):
         raise RecipeError(f"positional must be 'sinusoidal' or 'learned', got {r.positional!r}")
     if not 0.0 <= r.decay_start <= 1.0:

@@ -102,12 +102,13 @@ from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
 
 # %% auto #0
-__all__ = ['MAX_LEN', 'MODEL_FIELDS', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config', 'build_model',
-           'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare', 'read_inputs', 'prepare_model',
-           'compile_choice', 'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit',
-           'after_step', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged',
+__all__ = ['MAX_LEN', 'MODEL_FIELDS', 'TEST_SPLITS', 'TASKS', 'LANGUAGES', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES',
+           'model_config', 'build_model', 'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare',
+           'read_inputs', 'store_path', 'read_wmt14', 'batch_tokens', 'prepare_model', 'compile_choice',
+           'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'snapshot',
+           'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged',
            'named_remedies', 'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files',
-           'load_run', 'main', 'export_web', 'live_preset', 'reader_commands', 'run_report']
+           'load_run', 'main', 'bleu_line', 'export_web', 'live_preset', 'reader_commands', 'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -284,8 +285,8 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
         all_ids = _prepare_data(s, text, new_run=ckpt is None)
         prepare_model(s, all_ids, ckpt)
         if s.steps_per_epoch == 0:
-            raise RecipeError(f"batch_tokens={recipe.batch_tokens} leaves no batch for each of "
-                              f"{world_size} processes")
+            raise RecipeError(f"batch_tokens={batch_tokens(recipe, world_size)} leaves no batch "
+                              f"for each of {world_size} processes")
     s.prepare_seconds, s.started_at = time.perf_counter() - started, started
     return s
 
@@ -320,6 +321,8 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
     elif ckpt_path.exists():             # (a tokenizer alone is a start that never trained: redone)
         raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose "
                           "another --out-dir")
+    if recipe.dataset == "wmt14":
+        return ckpt, read_wmt14(recipe)
     fetch_all(MULTI30K_FILES)            # DataError naming every missing or corrupt file at once
     text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
     if recipe.train_pairs:
@@ -327,9 +330,32 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
     return ckpt, text
 
 
+TEST_SPLITS = {"multi30k": "test_2016_flickr", "wmt14": "newstest2014"}   # the test set of each
+TASKS = {"multi30k": "Multi30k task 1, German→English", "wmt14": "WMT 2014, English→German"}
+LANGUAGES = {"multi30k": ("de", "en"), "wmt14": ("en", "de")}           # (source, target)
+
+
+def store_path(recipe: Recipe) -> Path:
+    "Where a `wmt14` run's token store (chapter 21) is built or found: store_dir, or OUT_DIR/store."
+    return Path(recipe.store_dir) if recipe.store_dir else Path(recipe.out_dir) / "store"
+
+
+def read_wmt14(recipe: Recipe) -> dict:
+    """WMT 2014's development (newstest2013) and test (newstest2014) pairs, each (English, German),
+    and, unless the run's token store is built, the check that the three training archives are
+    there (`DataError` names each one missing). Needs the [wmt] extra."""
+    from transformer_lib import wmt14
+    if not (store_path(recipe) / "meta.json").is_file():
+        fetch_all([part.archive for part in wmt14.TRAIN_PARTS.values()])
+    return {"train": None, "val": wmt14.load_wmt14("newstest2013"),
+            TEST_SPLITS["wmt14"]: wmt14.load_wmt14("newstest2014")}
+
+
 def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     "Tokenizer (trained on the training split only, saved next to the checkpoint) and batches."
     r = s.recipe
+    if r.dataset == "wmt14":
+        return _prepare_wmt14(s, text, new_run)
     tokenizer = None
     if new_run and s.is_main:
         try:
@@ -340,20 +366,62 @@ def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
         tokenizer.save(s.tok_path)
     barrier(s.world_size)                              # the others wait for process 0's tokenizer
     s.tokenizer = SubwordTokenizer.load(s.tok_path) if tokenizer is None else tokenizer
+    train_ids = encode_pairs(s.tokenizer, text["train"])
+    return _batches(s, text, train_ids) + train_ids
+
+
+def _batches(s: RunResult, text: dict, train: Sequence, **options) -> list:
+    """The run's test and validation pairs, its training loader over `train` (pairs of ids, or a
+    token store) and validation loader; returns the validation ids."""
+    r, split = s.recipe, TEST_SPLITS[s.recipe.dataset]
     s.val_pairs = text["val"][:r.eval_sentences] if r.eval_sentences else text["val"]
-    s.test_pairs = (text["test_2016_flickr"][:r.test_sentences] if r.test_sentences
-                    else text["test_2016_flickr"])
-    train_ids, val_ids = encode_pairs(s.tokenizer, text["train"]), encode_pairs(s.tokenizer,
-                                                                                s.val_pairs)
-    pad = s.tokenizer.pad_id
-    s.loader = BatchLoader.by_tokens(train_ids, r.batch_tokens, bucket=r.bucket, pad_id=pad,
-                                     fixed_shapes=r.fixed_shapes,
-                                     seed=r.seed, rank=s.rank, num_replicas=s.world_size)
+    s.test_pairs = text[split][:r.test_sentences] if r.test_sentences else text[split]
+    val_ids, pad = encode_pairs(s.tokenizer, s.val_pairs), s.tokenizer.pad_id
+    s.loader = BatchLoader.by_tokens(train, batch_tokens(r, s.world_size), bucket=r.bucket,
+                                     pad_id=pad, fixed_shapes=r.fixed_shapes,
+                                     seed=r.seed, rank=s.rank, num_replicas=s.world_size,
+                                     **options)
     if r.accum_steps > 1:                 # accum_steps batches an update (appendix A4)
         s.loader = Accumulate(s.loader, r.accum_steps)
-    s.val_loader = BatchLoader.by_tokens(val_ids, r.batch_tokens, bucket=r.bucket, pad_id=pad,
-                                         shuffle=False)
-    return train_ids + val_ids
+    s.val_loader = BatchLoader.by_tokens(val_ids, batch_tokens(r, s.world_size), bucket=r.bucket,
+                                         pad_id=pad, shuffle=False)
+    return val_ids
+
+
+def batch_tokens(recipe: Recipe, world_size: int) -> int:
+    """Padded positions per side of each process's batch: `batch_tokens`, or with `update_tokens`
+    that update's share of each of the `world_size` processes' `accum_steps` batches."""
+    r = recipe
+    if not r.update_tokens:
+        return r.batch_tokens
+    return -(-r.update_tokens // (world_size * r.accum_steps))      # rounded up
+
+
+def _prepare_wmt14(s: RunResult, text: dict, new_run: bool) -> list:
+    """`_prepare_data` for WMT 2014 (chapter 21): the shared vocabulary and the token store (built
+    by process 0 unless `store_path` holds one), and batches drawn from the store."""
+    from transformer_lib import wmt14
+    r, store_dir = s.recipe, store_path(s.recipe)
+    if new_run and s.is_main:
+        if (store_dir / "meta.json").is_file():                  # built before: its vocabulary
+            tokenizer = SubwordTokenizer.load(store_dir / "tokenizer.json")
+        else:
+            print(f"tokenizing WMT 2014 once into {store_dir.resolve()}", flush=True)
+            try:
+                tokenizer = wmt14.train_wmt14_tokenizer(r.vocab_size)
+            except ValueError as e:                # e.g. no room for the special and byte tokens
+                raise RecipeError(f"vocab_size={r.vocab_size} does not work for WMT 2014: "
+                                  f"{e}") from e
+            wmt14.build_wmt14_store(tokenizer, store_dir)
+        tokenizer.save(s.tok_path)
+    barrier(s.world_size)                              # the others wait for process 0's store
+    s.tokenizer = SubwordTokenizer.load(s.tok_path)
+    store = wmt14.TokenStore(store_dir, tokenizer=s.tokenizer)   # DataError: another vocabulary
+    lengths = [max(n, m - 1) for n, m in zip(store.src_lengths.tolist(),
+                                             store.tgt_lengths.tolist())]
+    # the store's ids were written by this tokenizer (its checksum is in the store): only the
+    # validation ids are checked again
+    return _batches(s, text, store, padded_once=False, lengths=lengths)
 
 
 def prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
@@ -467,16 +535,15 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
         with s.clock.paused():
             # all processes stop together
             save(s, epoch_done=False) if s.is_main else check_weights(s.model, s.step)
+    if r.snapshot_every and step % r.snapshot_every == 0:
+        with s.clock.paused():
+            snapshot(s, f"step_{step:07d}")
     if step % s.steps_per_epoch:                  # not the end of an epoch
         return
     epoch = step // s.steps_per_epoch - 1
     with s.clock.paused():
-        keep = max(r.average_last if r.average_last > 1 else 0, r.keep_snapshots)
-        if s.is_main and keep:     # a model-only snapshot, to average or to study; keep the last N
-            check_weights(s.model, s.step)
-            save_checkpoint(s.out_dir / "snapshots" / f"epoch_{epoch:04d}.pt", s.model)
-            for old in sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[:-keep]:
-                old.unlink()
+        if not r.snapshot_every:
+            snapshot(s, f"epoch_{epoch:04d}")
         if s.is_main and r.eval_every and (epoch + 1) % r.eval_every == 0 and step < limit_steps:
             s.evals.append(evaluate(s, epoch, r.eval_beam))
             e = s.evals[-1]
@@ -484,6 +551,18 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
                        f"{e['bleu_greedy']:.1f}"
                        + (f", beam {e['bleu_beam']:.1f}" if "bleu_beam" in e else ""))
         barrier(s.world_size)                     # the others wait for process 0's evaluation
+
+
+def snapshot(s: RunResult, name: str) -> None:
+    """Process 0 saves the model's weights as `snapshots/NAME.pt`, to average or to study, and
+    keeps the last `average_last` (or `keep_snapshots`, if more) of them."""
+    r = s.recipe
+    keep = max(r.average_last if r.average_last > 1 else 0, r.keep_snapshots)
+    if s.is_main and keep:
+        check_weights(s.model, s.step)
+        save_checkpoint(s.out_dir / "snapshots" / f"{name}.pt", s.model)
+        for old in sorted((s.out_dir / "snapshots").glob("*.pt"))[:-keep]:
+            old.unlink()
 
 
 def save(s: RunResult, epoch_done: bool) -> None:
@@ -609,6 +688,11 @@ def finalize(s: RunResult) -> RunResult:
                         extra={"weights": chosen, "tokenizer": s.tok_path.name})
         test = [timed_bleu(s.model, s.tokenizer, s.test_pairs, beam_size=k, alpha=r.length_penalty,
                            device=s.device, amp_dtype=s.amp_dtype) for k in (1, r.beam_size)]
+        if r.dataset == "wmt14":                  # also as the paper scored (chapter 21)
+            from transformer_lib.wmt14 import tokenized_bleu
+            for t in test:
+                t["bleu_tokenized"], t["tokenized_signature"] = tokenized_bleu(
+                    t["hypotheses"], [ref for _, ref in s.test_pairs])
         val = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
         results.update(results_record(
             r, {"precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),  # autocast
@@ -624,10 +708,10 @@ def finalize(s: RunResult) -> RunResult:
         # the whole run, as a reader waits for it: data, tokenizer, training, every evaluation
         results["wall_seconds"] = round(time.perf_counter() - s.started_at, 1)
         write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
+        src, tgt = LANGUAGES[r.dataset]
         write_json(s.out_dir / "translations.json",
-                   [{"de": de, "en": en, "greedy": g, "beam": b} for (de, en), g, b
-                                                  in zip(s.test_pairs, test[0]["hypotheses"],
-                                                         test[1]["hypotheses"])],
+                   [{src: source, tgt: ref, "greedy": g, "beam": b} for (source, ref), g, b
+                    in zip(s.test_pairs, test[0]["hypotheses"], test[1]["hypotheses"])],
                    indent=1)
         write_json(results_path(r), results)
         report_files(r)
@@ -643,13 +727,15 @@ def choose_weights(s: RunResult) -> str:
     final["weights"] = "last"
     s.evals.append(final)
     n = s.recipe.average_last                 # the last n snapshots (more may be kept to study)
-    snaps = sorted((s.out_dir / "snapshots").glob("epoch_*.pt"))[-n:] if n > 1 else []
+    snaps = sorted((s.out_dir / "snapshots").glob("*.pt"))[-n:] if n > 1 else []
     if len(snaps) < 2:
         return "last"
     last_state = {k: v.clone() for k, v in s.model.state_dict().items()}
     s.model.load_state_dict(average_checkpoints(snaps))
     averaged = evaluate(s, s.step // s.steps_per_epoch, beam=False)
-    averaged["weights"] = f"average of {len(snaps)} epoch snapshots"
+    averaged["weights"] = (f"average of {len(snaps)} epoch snapshots" if not s.recipe.snapshot_every
+                           else f"average of {len(snaps)} snapshots, "
+                                f"{s.recipe.snapshot_every:,} updates apart")
     s.evals.append(averaged)
     if averaged["bleu_greedy"] >= final["bleu_greedy"]:      # chosen on validation BLEU only
         return averaged["weights"]
@@ -665,8 +751,17 @@ def results_record(recipe: Recipe, provenance: dict, *, parameters: int, trainin
     (`startup_record`), validation (`val`: loss, greedy BLEU, sentences) and test BLEU
     (`timed_bleu`'s results, greedy and beam)."""
     r = recipe
+    test = {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
+            "beam_size": r.beam_size, "length_penalty": r.length_penalty,
+            "signature": test_greedy["signature"], "sentences": test_greedy["sentences"],
+            "greedy_sentences_per_s": test_greedy["sentences_per_s"],
+            "beam_sentences_per_s": test_beam["sentences_per_s"]}
+    if "bleu_tokenized" in test_beam:             # WMT 2014: the paper's tokenized BLEU too
+        test.update(bleu_greedy_tokenized=test_greedy["bleu_tokenized"],
+                    bleu_beam_tokenized=test_beam["bleu_tokenized"],
+                    tokenized_signature=test_beam["tokenized_signature"])
     return {
-        "task": "Multi30k task 1, German→English", "measured": True, **provenance,
+        "task": TASKS[r.dataset], "measured": True, **provenance,
         "recipe": asdict(r), "parameters": parameters,
         "training_seconds": round(training_seconds, 2),
         "steps": steps, "epochs": round(epochs, 2), "weights": weights,
@@ -675,12 +770,7 @@ def results_record(recipe: Recipe, provenance: dict, *, parameters: int, trainin
         if history else None,
         "startup": startup,
         "val": val,
-        "test_2016_flickr": {"bleu_greedy": test_greedy["bleu"], "bleu_beam": test_beam["bleu"],
-                             "beam_size": r.beam_size, "length_penalty": r.length_penalty,
-                             "signature": test_greedy["signature"],
-                             "sentences": test_greedy["sentences"],
-                             "greedy_sentences_per_s": test_greedy["sentences_per_s"],
-                             "beam_sentences_per_s": test_beam["sentences_per_s"]},
+        TEST_SPLITS[r.dataset]: test,
     }
 
 
@@ -722,7 +812,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         export_dir, argv = _export_flag(argv)
         recipe, resume = parse_args(argv)
         result = run(recipe, resume=resume)
-        if export_dir and "test_2016_flickr" in result.results:          # process 0 only
+        if export_dir and result.is_main:
             export_web(result, export_dir)
     except (RecipeError, DataError, CheckpointError, FloatingPointError, OSError) as e:
         # the user's to fix
@@ -734,11 +824,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         shutdown_distributed()                 # bounded: a rare teardown hang cannot keep us here
-    if "test_2016_flickr" in result.results:              # process 0 only
-        r = result.results["test_2016_flickr"]
-        print(f"test_2016_flickr BLEU: greedy {r['bleu_greedy']:.1f}, beam {r['bleu_beam']:.1f} "
-              f"({r['signature']}); {result.results['training_seconds']:.0f} s of training")
+    split = TEST_SPLITS[result.recipe.dataset]
+    if result.is_main:
+        print(bleu_line(split, result.results[split]) + f"; "
+              f"{result.results['training_seconds']:.0f} s of training")
     return 0
+
+
+def bleu_line(split: str, t: dict) -> str:
+    """The test BLEU a run prints: sacreBLEU (with its signature), greedy and beam, and for WMT 2014
+    the paper's tokenized BLEU (chapter 21) beside it."""
+    line = (f"{split} BLEU: greedy {t['bleu_greedy']:.1f}, beam {t['bleu_beam']:.1f} "
+            f"({t['signature']})")
+    if "bleu_beam_tokenized" in t:
+        line += (f"; tokenized as the paper scored: greedy {t['bleu_greedy_tokenized']:.1f}, "
+                 f"beam {t['bleu_beam_tokenized']:.1f} ({t['tokenized_signature']})")
+    return line
 
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f1
 def _export_flag(argv: Sequence[str] | None) -> tuple[str | None, list[str]]:
@@ -796,8 +897,8 @@ def run_report(result: RunResult) -> str:
     updates and target tokens per second of training, where the start went (seconds before
     training, the clock at updates 1, 10 and 100, seconds compiling), and test BLEU. Only
     process 0 holds the record; any other process's `result`: ValueError."""
-    rec = result.results
-    if "test_2016_flickr" not in rec:
+    rec, split = result.results, TEST_SPLITS[result.recipe.dataset]
+    if split not in rec:
         raise ValueError("result holds no results record: only process 0 of a run that "
                          "finished has one")
     where = rec["device"]
@@ -806,7 +907,7 @@ def run_report(result: RunResult) -> str:
             *torch.cuda.get_device_capability(result.device))
     compiled = compile_choice(result.recipe, result.device)[1]          # as `prepare` chose
     precision = precision_words(rec["precision"])
-    t = rec["test_2016_flickr"]
+    t = rec[split]
     return (f"{where}\nprecision: {precision}; {compiled}\n"
             f"{rec['parameters']:,} parameters, {rec['steps']:,} updates ({rec['epochs']} "
             f"epochs) in {rec['training_seconds']:.0f} s of training, "
@@ -814,8 +915,10 @@ def run_report(result: RunResult) -> str:
             + _startup_line(rec.get("startup"))
             + (f"whole run, evaluation included: {rec['wall_seconds']:.0f} s\n"
                if "wall_seconds" in rec else "")
-            + f"test_2016_flickr ({t['sentences']} sentences): greedy BLEU "
-            f"{t['bleu_greedy']:.1f}, beam {t['beam_size']} BLEU {t['bleu_beam']:.1f}")
+            + f"{split} ({t['sentences']} sentences): greedy BLEU "
+            f"{t['bleu_greedy']:.1f}, beam {t['beam_size']} BLEU {t['bleu_beam']:.1f}"
+            + (f", tokenized as the paper scored {t['bleu_beam_tokenized']:.1f}"
+               if "bleu_beam_tokenized" in t else ""))
 
 
 def _startup_line(startup: dict | None) -> str:

@@ -379,28 +379,39 @@ class BatchLoader:
     Lengths are rounded up to a multiple of `bucket`; with `fixed_shapes` the batch axis is padded
     too, to `max_tokens // L` rows, so every batch of a length bucket has one shape (`torch.compile`
     compiles each shape once). Unlike `DataLoader`, iterating draws nothing from the global random
-    generator, so a resumed run sees the same dropout masks as an uninterrupted one.
+    generator, so a resumed run sees the same dropout masks as an uninterrupted one. Every pair is
+    padded once into two tables, unless `padded_once` is False (a corpus too large for them, such
+    as chapter 21's token store): then each batch is padded as it is drawn, to the same tensors.
     """
 
     def __init__(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
                  sampler: TokenBatchSampler,
-                 pad_id: int = 0, *, bucket: int = 1, fixed_shapes: bool = False):
+                 pad_id: int = 0, *, bucket: int = 1, fixed_shapes: bool = False,
+                 padded_once: bool = True):
         self.pairs, self.sampler, self.pad_id = pairs, sampler, pad_id
-        self.bucket, self.fixed_shapes = bucket, fixed_shapes
+        self.bucket, self.fixed_shapes, self.padded_once = bucket, fixed_shapes, padded_once
         self._tables = None                           # every pair padded once, on first use
 
     @classmethod
     def by_tokens(cls, pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, *,
                   bucket: int = 1,
                   pad_id: int = 0, fixed_shapes: bool = False, shuffle: bool = True, seed: int = 0,
-                  num_replicas: int = 1, rank: int = 0) -> BatchLoader:
+                  num_replicas: int = 1, rank: int = 0, padded_once: bool = True,
+                  lengths: Sequence[int] | None = None) -> BatchLoader:
         """Batches of at most `max_tokens` padded positions per side, lengths rounded up to `bucket`
         (the packing counts the rounded lengths), except that a sentence longer than max_tokens gets
         a batch of its own (one row, over the budget); process `rank` of `num_replicas` gets its
-        shard."""
-        lengths = [round_up(max(len(s), len(t) - 1), bucket) for s, t in pairs]
-        sampler = TokenBatchSampler(lengths, max_tokens, shuffle, seed, num_replicas, rank)
-        return cls(pairs, sampler, pad_id, bucket=bucket, fixed_shapes=fixed_shapes)
+        shard. `lengths`, if given, are the pairs' max(len(src), len(tgt) - 1), read from a store
+        instead of from every pair."""
+        if lengths is None:
+            lengths = [max(len(s), len(t) - 1) for s, t in pairs]
+        elif len(lengths) != len(pairs):
+            raise ValueError(f"lengths must hold one length per pair ({len(pairs)}), got "
+                             f"{len(lengths)}")
+        sampler = TokenBatchSampler([round_up(n, bucket) for n in lengths], max_tokens, shuffle,
+                                    seed, num_replicas, rank)
+        return cls(pairs, sampler, pad_id, bucket=bucket, fixed_shapes=fixed_shapes,
+                   padded_once=padded_once)
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
@@ -414,6 +425,13 @@ class BatchLoader:
     def collate(self, indices: Sequence[int]) -> Batch:
         """The batch of pairs `indices`: what `collate` of their pairs gives, gathered from tables
         of every pair padded once (two row gathers per batch, no Python loop over its rows)."""
+        if not self.padded_once:                      # padded now: the same tensors
+            pairs = [self.pairs[i] for i in indices]
+            if not self.fixed_shapes:
+                return collate(pairs, self.pad_id, bucket=self.bucket)
+            length = max(self.sampler.lengths[i] for i in indices)
+            return collate(pairs, self.pad_id, src_len=length, tgt_len=length + 1,
+                           rows=self.sampler.max_tokens // length)
         src_all, tgt_all, src_lens, tgt_lens, src_real, tgt_real = self._padded_pairs()
         if self.fixed_shapes:
             length = max(self.sampler.lengths[i] for i in indices)
@@ -435,6 +453,9 @@ class BatchLoader:
         """(sources (N, S_max), targets (N, T_max + 1), source lengths, target lengths without bos,
         real source tokens, real target labels), padded with `pad_id` to the widest any batch
         takes; built once."""
+        if not self.padded_once:
+            raise RuntimeError("this BatchLoader pads each batch as it is drawn "
+                               "(padded_once=False)")
         if self._tables is None:
             src = [s for s, _ in self.pairs]
             tgt = [t for _, t in self.pairs]
