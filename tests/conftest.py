@@ -9,9 +9,15 @@
 And the scripts of benchmarks/: `benchmark_script(name)` is the path of one (benchmarks/ is split
 by kind into folders), and the folders are importable, so a test imports a script by its name, as
 `python benchmarks/KIND/NAME.py` imports its neighbours.
+
+And the exercises' reference answers, which the package does not hold (an exercise's answer is not
+one import away): `solution(name)` runs the cells tagged "solution" of
+notebooks/exercises/solutions/NAME_solution.ipynb and returns what they define, e.g.
+`solution("ex3_char_model")["CharModel"]`.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -22,6 +28,26 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 KINDS = ("speed", "experiments", "trials", "tools")         # benchmarks/README.md: what each is
 for kind in KINDS:
     sys.path.insert(0, str(BENCHMARKS / kind))
+
+
+EXERCISES = Path(__file__).resolve().parents[1] / "notebooks" / "exercises"
+
+
+def tagged_cells(path: Path, tag: str) -> dict:
+    """Execute the code cells of a notebook that carry `tag`, in order, in a fresh namespace."""
+    nb = json.loads(path.read_text())
+    namespace: dict = {"__name__": f"nb_{path.stem}"}
+    sources = ["".join(c["source"]) for c in nb["cells"]
+               if c["cell_type"] == "code" and tag in c.get("metadata", {}).get("tags", [])]
+    assert sources, f"{path.name} has no cell tagged {tag!r}"
+    for src in sources:
+        exec(compile(src, str(path), "exec"), namespace)
+    return namespace
+
+
+def solution(name: str) -> dict:
+    """What the reference solution of exercise `name` ('ex3_char_model') defines."""
+    return tagged_cells(EXERCISES / "solutions" / f"{name}_solution.ipynb", "solution")
 
 
 def benchmark_script(name: str) -> Path:

@@ -32,8 +32,10 @@ def export_into(scratch: Path, root: Path = ROOT) -> Path:
 
 def drift(lib: Path, exported: Path) -> list[str]:
     """Differences between the package `lib` and a fresh export `exported`, one line per file."""
-    mine = {p.name for p in lib.glob("*.py")}
-    fresh = {p.name for p in exported.glob("*.py")}
+    def modules(root: Path) -> set[str]:     # the subpackage transformer_lib/exercises/ included
+        return {p.relative_to(root).as_posix() for p in root.rglob("*.py")
+                if "__pycache__" not in p.parts}
+    mine, fresh = modules(lib), modules(exported)
     problems = [f"{n}: exported by a notebook but missing from {lib}" for n in sorted(fresh - mine)]
     problems += [f"{n}: in {lib} but no notebook exports it (stale?)"
                  for n in sorted(mine - fresh - HAND_WRITTEN)]

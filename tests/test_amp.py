@@ -185,7 +185,11 @@ def test_the_capstone_never_compiles_on_the_cpu(monkeypatch, tmp_path, capsys, c
 def test_exercise_3_char_model_scales_float16(monkeypatch):
     """train_char_model (exercise 3) makes a GradScaler exactly when it trains in float16, and uses
     it."""
-    from transformer_lib import char_model
+    from conftest import solution
+
+    from transformer_lib.exercises import char_model
+
+    CharModel = solution("ex3_char_model")["CharModel"]       # exercise 3's answer
 
     made = []
 
@@ -203,8 +207,8 @@ def test_exercise_3_char_model_scales_float16(monkeypatch):
     ids = torch.randint(0, 10, (400,))
     for amp in (None, torch.bfloat16, torch.float16):
         torch.manual_seed(0)
-        model = char_model.CharModel(vocab_size=10, block_size=8, d_model=16, n_heads=2, n_layers=1,
-                                     dropout=0.0)
+        model = CharModel(vocab_size=10, block_size=8, d_model=16, n_heads=2, n_layers=1,
+                          dropout=0.0)
         char_model.train_char_model(model, ids, ids, batch_size=4, max_steps=2, eval_batches=1,
                                     amp_dtype=amp, log=None)
         assert len(made) == (amp is torch.float16)

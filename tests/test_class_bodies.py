@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = sorted((ROOT / "transformer_lib").glob("*.py"))
+MODULES = sorted(p for p in (ROOT / "transformer_lib").rglob("*.py")   # exercises/ included
+                 if "__pycache__" not in p.parts)
 
 
 def _targets(node: ast.expr):

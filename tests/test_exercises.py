@@ -1,21 +1,29 @@
-"""The exercise checkers (transformer_lib.exercises): each accepts the reference solution and
-rejects plausible wrong answers, naming the mistake; the unsolved exercise notebooks fail their
-checks.
+"""The exercise checkers (transformer_lib.exercises, one module per exercise): each accepts the
+reference solution and rejects plausible wrong answers, naming the mistake; the unsolved exercise
+notebooks fail their checks; and no exercise's answer is one import away.
 
-Solutions are the cells tagged "solution" in notebooks/exercises/solutions/*.ipynb (exercise 3's are
-exported to transformer_lib.char_model); the reader's stubs are the cells tagged "exercise".
+Solutions are the cells tagged "solution" in notebooks/exercises/solutions/*.ipynb, loaded by
+conftest's `solution` (the package does not hold them); the reader's stubs are the cells tagged
+"exercise".
 """
+import ast
+import importlib
 import json
+import pkgutil
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import EXERCISES, solution, tagged_cells
 from torch import nn
 
-from transformer_lib import char_model as ex3
+import transformer_lib
 from transformer_lib import exercises as ex
-from transformer_lib import reading_heads as ex4m
-from transformer_lib import rope as ex5m
+from transformer_lib.exercises import char_model as ex3
+from transformer_lib.exercises import positions as ex2m
+from transformer_lib.exercises import pre_ln as ex1m
+from transformer_lib.exercises import reading_heads as ex4m
+from transformer_lib.exercises import rope as ex5m
 from transformer_lib.layer_norm import LayerNorm, ResidualConnection
 from transformer_lib.masking import make_causal_mask
 from transformer_lib.multi_head_attention import MultiHeadAttention
@@ -23,23 +31,8 @@ from transformer_lib.toy import PAD, make_toy_pairs, toy_split
 from transformer_lib.training import collate, get_batch
 
 ROOT = Path(__file__).resolve().parents[1]
-EXERCISES = ROOT / "notebooks" / "exercises"
-
-
-def tagged_cells(path: Path, tag: str) -> dict:
-    """Execute the code cells of a notebook that carry `tag`, in order, in a fresh namespace."""
-    nb = json.loads(path.read_text())
-    namespace: dict = {"__name__": f"nb_{path.stem}"}
-    sources = ["".join(c["source"]) for c in nb["cells"]
-               if c["cell_type"] == "code" and tag in c.get("metadata", {}).get("tags", [])]
-    assert sources, f"{path.name} has no cell tagged {tag!r}"
-    for src in sources:
-        exec(compile(src, str(path), "exec"), namespace)
-    return namespace
-
-
-def solution(name: str) -> dict:
-    return tagged_cells(EXERCISES / "solutions" / f"{name}_solution.ipynb", "solution")
+EX3 = solution("ex3_char_model")        # the reader writes these three; the package gives the rest
+CharModel, split_text, generate = EX3["CharModel"], EX3["split_text"], EX3["generate"]
 
 
 def fails(result, *words):
@@ -73,7 +66,7 @@ def ex5():
 def test_checker_reports_an_exception_in_the_readers_code_instead_of_raising(capsys):
     def broken(model):
         raise KeyError("oops")
-    result = ex.check_pre_ln(broken)
+    result = ex1m.check_pre_ln(broken)
     assert not result.passed and "KeyError" in result.message
     assert "✗" in capsys.readouterr().out
 
@@ -81,7 +74,7 @@ def test_checker_reports_an_exception_in_the_readers_code_instead_of_raising(cap
 def test_checker_names_the_line_of_the_readers_code_not_of_torch():
     def make_pre_ln(model):
         return nn.Linear(2, 3)(torch.zeros(4))          # fails inside torch.nn
-    result = ex.check_pre_ln(make_pre_ln)
+    result = ex1m.check_pre_ln(make_pre_ln)
     assert (not result.passed and "RuntimeError" in result.message
             and "in make_pre_ln" in result.message)
 
@@ -95,7 +88,7 @@ def test_check_result_prints_verdict_and_hint():
 # --- exercise 1: pre-LN ---------------------------------------------------------------------------
 
 def test_pre_ln_accepts_solution(ex1):
-    assert ex.check_pre_ln(ex1["make_pre_ln"]).passed
+    assert ex1m.check_pre_ln(ex1["make_pre_ln"]).passed
 
 
 def _without_final_norm(ex1):
@@ -177,7 +170,7 @@ def test_pre_ln_rejects_wrong_answers(ex1, wrong, words):
                            "decoder_no_final_norm": _final_norm_on_encoder_only,
                            "dropout_dropped": _dropout_dropped}
     make = built_from_solution[wrong](ex1) if isinstance(wrong, str) else wrong
-    assert fails(ex.check_pre_ln(make), *words)
+    assert fails(ex1m.check_pre_ln(make), *words)
 
 
 def test_pre_ln_trains_accepts_the_real_experiment(ex1):
@@ -185,16 +178,16 @@ def test_pre_ln_trains_accepts_the_real_experiment(ex1):
     pairs, _ = toy_split("reverse", 6400, 200, n_symbols=10, min_len=1, max_len=10, seed=0)
     post = ex.train_toy(ex.toy_model(seed=0), pairs, steps=100, lr=5e-3)
     pre = ex.train_toy(ex1["make_pre_ln"](ex.toy_model(seed=0)), pairs, steps=100, lr=5e-3)
-    assert ex.check_pre_ln_trains(post, pre).passed
+    assert ex1m.check_pre_ln_trains(post, pre).passed
 
 
 def test_pre_ln_trains_rejects_wrong_answers():
     post = [2.0] * 30
-    assert fails(ex.check_pre_ln_trains(post, list(post)), "identical")
-    assert fails(ex.check_pre_ln_trains(post, [1.9] * 30), "not clearly lower")
-    assert fails(ex.check_pre_ln_trains(post, [1.0] * 5), "at least 20")
-    assert fails(ex.check_pre_ln_trains(post, [float("nan")] * 30), "non-finite")
-    assert ex.check_pre_ln_trains(post, [1.0] * 30).passed
+    assert fails(ex1m.check_pre_ln_trains(post, list(post)), "identical")
+    assert fails(ex1m.check_pre_ln_trains(post, [1.9] * 30), "not clearly lower")
+    assert fails(ex1m.check_pre_ln_trains(post, [1.0] * 5), "at least 20")
+    assert fails(ex1m.check_pre_ln_trains(post, [float("nan")] * 30), "non-finite")
+    assert ex1m.check_pre_ln_trains(post, [1.0] * 30).passed
 
 
 def test_toy_training_is_reproducible():
@@ -208,7 +201,7 @@ def test_toy_training_is_reproducible():
 # --- exercise 2: positions ------------------------------------------------------------------------
 
 def test_accuracy_by_position_accepts_solution(ex2):
-    assert ex.check_accuracy_by_position(ex2["accuracy_by_position"]).passed
+    assert ex2m.check_accuracy_by_position(ex2["accuracy_by_position"]).passed
 
 
 def _acc_train_mode(model, pairs):
@@ -256,11 +249,11 @@ def _acc_overall(model, pairs):
     (lambda model, pairs: None, ["None"]),
 ], ids=["train-mode", "pads-counted", "over-batch", "against-tgt-in", "one-number", "none"])
 def test_accuracy_by_position_rejects_wrong_answers(wrong, words):
-    assert fails(ex.check_accuracy_by_position(wrong), *words)
+    assert fails(ex2m.check_accuracy_by_position(wrong), *words)
 
 
 def test_extrapolation_set_accepts_solution(ex2):
-    assert ex.check_extrapolation_set(ex2["test_pairs"], ex2["TRAIN_MAX_LEN"]).passed
+    assert ex2m.check_extrapolation_set(ex2["test_pairs"], ex2["TRAIN_MAX_LEN"]).passed
 
 
 @pytest.mark.parametrize("pairs, words", [
@@ -271,7 +264,7 @@ def test_extrapolation_set_accepts_solution(ex2):
     (None, ["empty"]),
 ], ids=["in-range-only", "too-short", "only-long", "wrong-task", "none"])
 def test_extrapolation_set_rejects_wrong_answers(pairs, words):
-    assert fails(ex.check_extrapolation_set(pairs, 8), *words)
+    assert fails(ex2m.check_extrapolation_set(pairs, 8), *words)
 
 
 # --- exercise 3: character model ------------------------------------------------------------------
@@ -281,23 +274,23 @@ def test_split_accepts_solution_and_rejects_wrong_splits():
     from transformer_lib.data import load_tiny_shakespeare
     text = load_tiny_shakespeare()
     assert len(text) == ex3.TINY_SHAKESPEARE_CHARS
-    assert ex3.check_split(*ex3.split_text(text)).passed
+    assert ex3.check_split(*split_text(text)).passed
     n = int(0.9 * len(text))
-    assert fails(ex3.check_split(*ex3.split_text(text, 0.8)), "not 90%")
+    assert fails(ex3.check_split(*split_text(text, 0.8)), "not 90%")
     assert fails(ex3.check_split(text[:n + 1], text[n:]), "must not overlap")
     assert fails(ex3.check_split("".join(sorted(text[:n])), text[n:]), "without shuffling")
     assert fails(ex3.check_split(None, None), "strings")
 
 
 def test_char_model_accepts_solution():
-    assert ex3.check_char_model(ex3.CharModel).passed
+    assert ex3.check_char_model(CharModel).passed
 
 
 def test_char_model_causal_by_name_equals_the_explicit_causal_mask():
     """The solution passes is_causal=True to its blocks; that is the model with
     make_causal_mask(T)."""
     torch.manual_seed(0)
-    model = ex3.CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2).double().eval()
+    model = CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2).double().eval()
     idx = torch.randint(0, 11, (3, 16))
     with torch.no_grad():
         x = model.tok_embed(idx) + model.pos_embed.weight[:16]
@@ -307,12 +300,12 @@ def test_char_model_causal_by_name_equals_the_explicit_causal_mask():
 
 
 def test_char_model_check_leaves_the_fast_attention_path_on():
-    model = ex3.CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2)
+    model = CharModel(11, block_size=16, d_model=32, n_heads=4, n_layers=2)
     ex3._check_attends_to_itself(model, torch.zeros(1, 16, dtype=torch.long))
     assert not any(m.need_weights for m in model.modules() if isinstance(m, MultiHeadAttention))
 
 
-class _NoMask(ex3.CharModel):          # sees the future
+class _NoMask(CharModel):          # sees the future
     def forward(self, idx):
         x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:idx.shape[1]])
         for block in self.blocks:
@@ -320,7 +313,7 @@ class _NoMask(ex3.CharModel):          # sees the future
         return self.head(self.norm(x))
 
 
-class _OnlyItself(ex3.CharModel):      # attends to its own position only: a bigram model
+class _OnlyItself(CharModel):      # attends to its own position only: a bigram model
     def forward(self, idx):
         T = idx.shape[1]
         x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:T])
@@ -330,7 +323,7 @@ class _OnlyItself(ex3.CharModel):      # attends to its own position only: a big
         return self.head(self.norm(x))
 
 
-class _StrictlyLowerMask(ex3.CharModel):
+class _StrictlyLowerMask(CharModel):
     # off-by-one: the diagonal masked out; causal and uses the past
     def forward(self, idx):
         T = idx.shape[1]
@@ -341,7 +334,7 @@ class _StrictlyLowerMask(ex3.CharModel):
         return self.head(self.norm(x))
 
 
-class _OneFutureToken(ex3.CharModel):     # off-by-one the other way: sees position t + 1
+class _OneFutureToken(CharModel):     # off-by-one the other way: sees position t + 1
     def forward(self, idx):
         T = idx.shape[1]
         x = self.drop(self.tok_embed(idx) + self.pos_embed.weight[:T])
@@ -351,13 +344,13 @@ class _OneFutureToken(ex3.CharModel):     # off-by-one the other way: sees posit
         return self.head(self.norm(x))
 
 
-class _Untied(ex3.CharModel):            # an output layer of its own
+class _Untied(CharModel):            # an output layer of its own
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.head = nn.Linear(self.tok_embed.embedding_dim, self.vocab_size, bias=False)
 
 
-class _NoBlockSize(ex3.CharModel):
+class _NoBlockSize(CharModel):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         del self.block_size
@@ -389,7 +382,7 @@ def test_char_model_rejects_wrong_answers(wrong, words):
 
 
 def test_sampling_accepts_solution():
-    assert ex3.check_sampling(ex3.generate).passed
+    assert ex3.check_sampling(generate).passed
 
 
 def _sampler(logits_fn, crop=True, position=-1):
@@ -422,9 +415,9 @@ def test_char_model_trained_accepts_a_trained_model_and_rejects_an_untrained_one
     from transformer_lib.data import load_tiny_shakespeare
     text = load_tiny_shakespeare()
     tok = ex3.CharTokenizer(text)
-    train_ids, val_ids = (tok.encode(part) for part in ex3.split_text(text))
+    train_ids, val_ids = (tok.encode(part) for part in split_text(text))
     torch.manual_seed(0)
-    model = ex3.CharModel.from_config(ex3.CharModelConfig.cpu(tok.vocab_size))
+    model = CharModel.from_config(ex3.CharModelConfig.cpu(tok.vocab_size))
     assert fails(ex3.check_char_model_trained(model, val_ids, 64), "not below the bigram entropy")
     with ex.single_thread():
         ex3.train_char_model(model, train_ids, val_ids, batch_size=32, lr=3e-3, min_lr=3e-4,
@@ -436,7 +429,7 @@ def test_char_model_time_budget_schedule_and_batches():
     data = torch.arange(500) % 7
     x, y = get_batch(data, 16, 4, torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (4, 16) and torch.equal(x[:, 1:], y[:, :-1])
-    model = ex3.CharModel(7, block_size=16, d_model=16, n_heads=2, n_layers=1)
+    model = CharModel(7, block_size=16, d_model=16, n_heads=2, n_layers=1)
     with ex.single_thread():
         history = ex3.train_char_model(model, data, data, batch_size=4, time_budget_s=0.5,
                                        warmup_steps=2, eval_batches=1, log=None)
@@ -665,10 +658,10 @@ def _stub(name):
 
 def test_unsolved_exercise_stubs_fail_their_checks():
     s1 = _stub("ex1_pre_ln")
-    assert not ex.check_pre_ln(s1["make_pre_ln"]).passed
+    assert not ex1m.check_pre_ln(s1["make_pre_ln"]).passed
     s2 = _stub("ex2_positions")
-    assert not ex.check_accuracy_by_position(s2["accuracy_by_position"]).passed
-    assert not ex.check_extrapolation_set(s2["test_pairs"], s2["TRAIN_MAX_LEN"]).passed
+    assert not ex2m.check_accuracy_by_position(s2["accuracy_by_position"]).passed
+    assert not ex2m.check_extrapolation_set(s2["test_pairs"], s2["TRAIN_MAX_LEN"]).passed
     s4 = _stub("ex4_reading_heads")
     assert not ex4m.check_cross_attention_weights(s4["cross_attention_weights"]).passed
     assert not ex4m.check_reversal_score(s4["reversal_score"]).passed
@@ -688,7 +681,7 @@ def test_unsolved_char_model_stub_fails_its_checks():
 
 def test_checkers_do_not_change_global_state(ex1):
     threads = torch.get_num_threads()
-    ex.check_pre_ln(ex1["make_pre_ln"])
+    ex1m.check_pre_ln(ex1["make_pre_ln"])
     assert torch.get_num_threads() == threads
 
 
@@ -700,8 +693,87 @@ def test_committed_cpu_char_record_matches_the_cpu_configuration():
     torch.manual_seed(0)
     assert (rec["parameters"]
             == sum(p.numel()
-                   for p in ex3.CharModel.from_config(ex3.CharModelConfig.cpu(65)).parameters()))
+                   for p in CharModel.from_config(ex3.CharModelConfig.cpu(65)).parameters()))
     assert rec["device"] == "cpu" and rec["budget_s"] == 600 and rec["compile"] is False
     assert rec["history"][-1]["val_loss"] == rec["final_val_loss"] == 1.5674
     assert [round(h["val_loss"], 3) for h in rec["history"]
             if round(h["train_s"]) in (100, 300)] == [1.737, 1.648]
+
+
+# --- exercise 5's character model is exercise 3's design ------------------------------------------
+
+def test_rope_char_model_is_the_reference_char_model_from_the_same_seed():
+    torch.manual_seed(0)
+    want = CharModel(11, block_size=64, d_model=64, n_heads=4, n_layers=2)
+    torch.manual_seed(0)
+    got = ex5m.rope_char_model(11)
+    assert [(n, p.shape) for n, p in got.named_parameters()] \
+        == [(n, p.shape) for n, p in want.named_parameters()]
+    assert all(torch.equal(p, q) for p, q in zip(got.parameters(), want.parameters()))
+    idx = torch.randint(0, 11, (2, 64))
+    with torch.no_grad():
+        assert torch.equal(got.eval()(idx), want.eval()(idx))
+
+
+def test_rope_char_model_puts_the_attention_given_in_every_block(ex5):
+    rotary = ex5["RotaryMultiHeadAttention"]
+    torch.manual_seed(0)
+    want = CharModel(11, block_size=64, d_model=64, n_heads=4, n_layers=2, positional="none")
+    torch.manual_seed(0)
+    got = ex5m.rope_char_model(11, rotary)
+    assert got.pos_embed is None and all(type(b.self_attn) is rotary for b in got.blocks)
+    assert all(torch.equal(p, q) for p, q in zip(got.parameters(), want.parameters()))
+
+
+# --- no exercise's answer is one import away ------------------------------------------------------
+
+def _package_modules():
+    """Every module of transformer_lib, imported (a module whose optional extra is missing is left
+    out)."""
+    modules = [transformer_lib]
+    for info in pkgutil.walk_packages(transformer_lib.__path__, "transformer_lib."):
+        try:
+            modules.append(importlib.import_module(info.name))
+        except ModuleNotFoundError as e:
+            if (e.name or "").startswith("transformer_lib"):
+                raise
+    return modules
+
+
+def _asked_for(name: str) -> set[str]:
+    """The functions and classes an exercise asks the reader to write: those its stub defines."""
+    nb = json.loads((EXERCISES / f"{name}.ipynb").read_text())
+    return {node.name for c in nb["cells"]
+            if c["cell_type"] == "code" and "exercise" in c["metadata"].get("tags", [])
+            for node in ast.parse("".join(c["source"])).body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+def test_no_exercise_answer_is_importable_under_the_name_it_is_asked_for():
+    asked = set().union(*(_asked_for(p.stem) for p in sorted(EXERCISES.glob("ex[0-9]_*.ipynb"))))
+    assert {"CharModel", "generate", "make_pre_ln", "rope", "RotaryMultiHeadAttention"} <= asked
+    asked |= {"split_text"}                # exercise 3: step 1, which its stub leaves inline
+    found = [f"{m.__name__}.{name}" for m in _package_modules() for name in sorted(asked)
+             if callable(getattr(m, name, None))]
+    assert not found, f"an exercise's answer is in the package: {found}"
+
+
+def test_checkers_live_only_in_transformer_lib_exercises():
+    """No module outside transformer_lib/exercises/ imports the checker machinery or defines a
+    checker; each exercise module's public check_* functions are checkers (decorated)."""
+    package = ROOT / "transformer_lib"
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        decorated = {node.name for node in ast.walk(tree)
+                     if isinstance(node, ast.FunctionDef) and any(
+                         isinstance(d, ast.Call) and getattr(d.func, "id", "") == "checker"
+                         for d in node.decorator_list)}
+        if "exercises" in path.relative_to(package).parts:
+            if path.name != "__init__.py":
+                public = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+                          and node.name.startswith("check_")}
+                assert public and public <= decorated, (path.name, public - decorated)
+            continue
+        imports = [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                   and "exercises" in (node.module or "").split(".")]
+        assert not imports and not decorated, f"{path.name}: a checker outside exercises/"

@@ -102,10 +102,11 @@ MODULE_EXTRAS = [
     ("training", "tqdm", "nlp"),
     ("train", "tqdm", "nlp"),
     ("exercises", "tqdm", "nlp"),   # the exercises' checkers train with transformer_lib.training
-    ("char_model", "tqdm", "nlp"),  # ... and so do the exercise solutions
-                                    # (the README's extras table says so)
-    ("reading_heads", "tqdm", "nlp"),
-    ("rope", "tqdm", "nlp"),
+    ("exercises.pre_ln", "tqdm", "nlp"),       # ... and so does every exercise's module
+    ("exercises.positions", "tqdm", "nlp"),    # (the README's extras table says so)
+    ("exercises.char_model", "tqdm", "nlp"),
+    ("exercises.reading_heads", "tqdm", "nlp"),
+    ("exercises.rope", "tqdm", "nlp"),
     ("inside", "tqdm", "nlp"),      # chapter 19's records: it translates with transformer_lib.train
 ]
 TEXT_STATEMENTS = [

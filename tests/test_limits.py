@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "transformer_lib"
-MODULES = sorted(p for p in PACKAGE.glob("*.py") if p.name != "_modidx.py")
+MODULES = sorted(p for p in PACKAGE.rglob("*.py")              # exercises/ included
+                 if p.name != "_modidx.py" and "__pycache__" not in p.parts)
 MODEL_MODULES = ("attention", "self_attention", "cross_attention", "masking",
                  "multi_head_attention", "positional", "layer_norm", "feed_forward", "encoder",
                  "complexity",
@@ -27,7 +28,7 @@ def function_lengths(path: Path) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("path", MODULES, ids=[p.stem for p in MODULES])
+@pytest.mark.parametrize("path", MODULES, ids=[p.relative_to(PACKAGE).as_posix() for p in MODULES])
 def test_functions_at_most_90_lines(path):
     long = {name: n for name, n in function_lengths(path).items() if n > 90}
     assert not long, f"functions longer than 90 lines: {long}"
@@ -56,7 +57,7 @@ def test_nbdev_lines_are_the_header_and_all(tmp_path):
     assert nbdev_lines("x = 1\n") == set()
 
 
-@pytest.mark.parametrize("path", MODULES, ids=[p.stem for p in MODULES])
+@pytest.mark.parametrize("path", MODULES, ids=[p.relative_to(PACKAGE).as_posix() for p in MODULES])
 def test_lines_fit_the_books_code_column(path):
     """ruff exempts the exported modules from E501 because of the lines nbdev writes; every other
     line (a notebook's, where ruff checks it too) fits the line length the book shows."""

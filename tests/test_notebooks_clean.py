@@ -102,7 +102,7 @@ def test_every_notebook_is_in_the_book():
 # Modules that may import more than torch. Every other module is a model module: torch and the
 # standard library only, and no import of the modules listed here.
 NON_MODEL = {"plotting", "data", "text", "bleu", "train", "training", "trainer", "exercises", "toy",
-             "char_model", "engineering", "recipe", "rope", "reading_heads",
+             "engineering", "recipe",
              "checkpoint", "benchmark", "interop", "equal_time", "inside", "export", "wmt14"}
 HEAVY = {"matplotlib", "tokenizers", "sacrebleu", "tqdm", "numpy", "pandas", "yaml"}
 

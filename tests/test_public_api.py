@@ -77,8 +77,9 @@ def private_reaches(source: str) -> list[str]:
 THIRD_PARTY = {"._qkv_same_embed_dim", "._orig_mod"}   # nn.MultiheadAttention, torch.compile
 
 
-@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "transformer_lib").glob("*.py")
-                                        if p.name != "_modidx.py"), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "transformer_lib").rglob("*.py")
+                                        if p.name != "_modidx.py" and "__pycache__" not in p.parts),
+                         ids=lambda p: p.relative_to(ROOT / "transformer_lib").as_posix())
 def test_no_module_uses_another_modules_private_names(path):
     """A helper that several modules need is public in its own module (issue: `from .model import
     _check_tokens` tied recurrent.py to model.py's internals, which may change unannounced)."""

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import solution
 
-from transformer_lib import char_model as cm
+from transformer_lib.exercises import char_model as cm
 from transformer_lib.recipe import recipe_from_dict
 from transformer_lib.train import run
 
@@ -48,12 +49,13 @@ def test_capstone_loss_trajectory_is_unchanged(tmp_path, one_thread):
 
 def test_char_model_loss_trajectory_is_unchanged(one_thread, monkeypatch):
     want = FIXTURE["char_model"]
+    reference = solution("ex3_char_model")       # the model and split are exercise 3's answer
     text = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. " * 40
     tok = cm.CharTokenizer(text)
-    train_ids, val_ids = (tok.encode(part) for part in cm.split_text(text))
+    train_ids, val_ids = (tok.encode(part) for part in reference["split_text"](text))
     torch.manual_seed(0)
-    model = cm.CharModel.from_config(cm.CharModelConfig.cpu(tok.vocab_size, block_size=16,
-                                                            d_model=32, dropout=0.1))
+    model = reference["CharModel"].from_config(cm.CharModelConfig.cpu(tok.vocab_size, block_size=16,
+                                                                     d_model=32, dropout=0.1))
     seen, cross_entropy = [], F.cross_entropy
 
     def spy(*args, **kwargs):                 # every training loss, as the fixture recorded them

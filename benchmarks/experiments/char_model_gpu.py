@@ -1,10 +1,14 @@
 """Exercise 3's reference character model on Tiny Shakespeare: validation loss within a
 training-time budget.
 
-The model is transformer_lib.char_model.CharModel (6 layers, 6 heads, d_model 384, context 256,
+The model is exercise 3's reference answer, CharModel (6 layers, 6 heads, d_model 384, context 256,
 dropout 0.2: nanoGPT's shakespeare_char, 10.8 M parameters), trained with bf16 autocast on batches
 of 64 windows (float16 with loss scaling, and no --compile, on a GPU below compute capability 8.0
 such as Colab's T4).
+The package does not hold the exercise's answer: the model is read from the cells tagged
+"solution" of notebooks/exercises/solutions/ex3_char_model_solution.ipynb, so the script runs
+from a checkout of the repository. The training loop is the exercise's given
+transformer_lib.exercises.char_model.train_char_model.
 Each run's cosine learning-rate schedule decays over its time budget (seconds of training;
 evaluation is not counted), so the rate reaches its floor exactly when the time is up. Validation
 loss is measured as nanoGPT does: the mean over 200 batches of 64 random windows of the validation
@@ -29,19 +33,27 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-from transformer_lib.char_model import (
-    CharModel,
-    CharModelConfig,
-    CharTokenizer,
-    split_text,
-    train_char_model,
-)
 from transformer_lib.data import load_tiny_shakespeare
 from transformer_lib.engineering import amp_settings, autocast
+from transformer_lib.exercises.char_model import CharModelConfig, CharTokenizer, train_char_model
 from transformer_lib.training import get_batch
+
+SOLUTION = (Path(__file__).resolve().parents[2] / "notebooks" / "exercises" / "solutions"
+            / "ex3_char_model_solution.ipynb")
+
+
+def reference_solution() -> dict:
+    """What the cells tagged "solution" of exercise 3's solution notebook define (CharModel,
+    split_text, generate), run in order in a fresh namespace."""
+    namespace: dict = {"__name__": "ex3_char_model_solution"}
+    for cell in json.loads(SOLUTION.read_text())["cells"]:
+        if cell["cell_type"] == "code" and "solution" in cell["metadata"].get("tags", []):
+            exec(compile("".join(cell["source"]), str(SOLUTION), "exec"), namespace)
+    return namespace
 
 
 def first_time_below(history: list[dict], threshold: float) -> float | None:
@@ -81,6 +93,8 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
 
+    answer = reference_solution()
+    CharModel, split_text = answer["CharModel"], answer["split_text"]
     text = load_tiny_shakespeare()
     tokenizer = CharTokenizer(text)
     train_ids, val_ids = (tokenizer.encode(part).to(device) for part in split_text(text))
