@@ -17,7 +17,8 @@ PATTERN = re.compile("|".join(re.escape(p).replace(r"\ ", r"\s+") for p in PHRAS
 EXCLUDED: set[str] = set()
 PAGES = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb")
                if ".ipynb_checkpoints" not in p.parts) \
-    + sorted((ROOT / "book").glob("*.md"))
+    + sorted((ROOT / "book").glob("*.md")) + [ROOT / "README.md"] \
+    + sorted((ROOT / "docs").glob("*.md"))      # the README and the explanations it links
 
 
 def page_text(path: Path) -> str:

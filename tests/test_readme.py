@@ -68,3 +68,53 @@ def test_the_five_first_steps_run_as_written(tmp_path):
 def test_the_other_blocks_run_as_written(tmp_path, index):
     r = run_block(BLOCKS[index], tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+# --- the README as a map: its commands exist, its links land ------------------------------------
+
+README = (ROOT / "README.md").read_text()
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+
+
+def test_ci_runs_the_readmes_test_command():
+    """`.ci/run` is the README's `make test` with CI=true, and nothing else."""
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert lines[-2:] == ["export CI=true", "exec make test"], lines
+    install = section(README, "Install")
+    for command in ("make book", "make test"):
+        assert re.search(rf"^{command} +#", install, re.M), f"the Install shows no `{command}`"
+
+
+def test_the_test_section_names_each_test_target():
+    """Every test target of the Makefile is in the README's table, and every one there exists."""
+    targets = set(re.findall(r"^(test|test-kernels|quick|unit|nbval):",
+                             (ROOT / "Makefile").read_text(), re.M))
+    named = set(re.findall(r"^\| `make ([\w-]+)` \|", section(README, "Test"), re.M))
+    assert named == targets == {"test", "test-kernels", "quick", "unit", "nbval"}, (named, targets)
+
+
+def slug(heading: str) -> str:
+    "The anchor GitHub gives a markdown heading: lower case, punctuation dropped, spaces to '-'."
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *DOCS],
+                         ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_relative_links_land(page):
+    """A link from the README or a page of docs/ names a file that exists, and a heading of it."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.M | re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        assert file.is_file(), f"{page.name} links to {target}, which is not there"
+        if anchor:
+            headings = re.findall(r"^#+ (.+)$", file.read_text(), re.M)
+            assert anchor in {slug(h) for h in headings}, f"{page.name}: no heading #{anchor}"
+
+
+def test_slug_is_githubs():
+    assert slug("The translator in your browser") == "the-translator-in-your-browser"
+    assert slug("Eager, not compiled") == "eager-not-compiled"
