@@ -272,6 +272,20 @@ def test_parity_smoke_is_deterministic_per_update(tmp_path):
     assert both["verdict"]["val_nll_ratio"] == pytest.approx(v["val_nll_ratio"])
 
 
+def test_wmt14_throughput_smoke(tmp_path):
+    """Both presets stepped as a run steps them; speed, FLOPs per step and the projection agree:
+    hours = updates x micro-batches an update x seconds a step."""
+    rec, out = run_script("wmt14_throughput.py", "--tiny", out=tmp_path / "w.json")
+    assert [m["preset"] for m in rec["models"]] == ["wmt14-base", "wmt14-big"]
+    for m in rec["models"]:
+        assert m["flops_per_step"] > 0 and 0 < m["fraction_of_ceiling"]
+        assert m["micro_batches_per_update"] == 25000 / (m["rows"] * m["length"])
+        hours = m["updates"] * m["micro_batches_per_update"] * m["step_seconds_median"] / 3600
+        assert m["projected_hours"]["1 device"] == pytest.approx(hours)
+        assert m["projected_hours"]["8 devices"] == pytest.approx(hours / 8)
+    assert "wmt14-big" in out and rec["tiny"] is True
+
+
 @pytest.mark.needs_data
 @pytest.mark.slow
 def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
@@ -281,12 +295,13 @@ def test_gpu_runbook_runs_end_to_end_on_the_cpu(tmp_path):
     env.pop("GIT_COMMIT", None)
     env.pop("DEADLINE_S", None)
     proc = subprocess.run(["bash", str(benchmark_script("gpu_runbook.sh")), "--tiny", "--steps",
-                           "gpu30s parity seeds beam throughput", str(tmp_path)], cwd=ROOT, env=env,
+                           "gpu30s parity seeds beam throughput wmt14", str(tmp_path)], cwd=ROOT,
+                          env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TIMED OUT" not in proc.stdout and "SKIPPED" not in proc.stdout, proc.stdout[-3000:]
     for name in ("gpu-30s", "gpu-parity", "gpu-30s-beam", "gpu-parity-cpu-30min-2x2-seeds",
-                 "gpu-throughput"):
+                 "gpu-throughput", "wmt14-throughput-gpu"):
         rec = json.loads((tmp_path / f"{name}.json").read_text())
         for key in ("device", "torch", "git_commit", "date"):
             assert key in rec, (name, key)

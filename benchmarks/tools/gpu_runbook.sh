@@ -65,6 +65,12 @@
 #               process, 30 s each, scored on validation; the winner chosen on validation alone,
 #               and only the winner translates test_2016_flickr    -> gpu-30s-sweep.json    320 s
 #               (268 s on the H200 of 2026-11-28; a smaller DEADLINE_S drops the last variants)
+#   wmt14       benchmarks/speed/wmt14_throughput.py: the paper's base and big models (Table 3,
+#               vocabulary 37,000) at 800 sentences x 32 positions a step (25,600 a side, about
+#               the paper's update), bf16 autocast, 20 timed steps each; tokens/s, the fraction of
+#               $PEAK_TFLOPS (default 989, an H100/H200's dense bf16 peak) and the hours to
+#               100,000 and 300,000 updates (limit 120 s; not yet run on a GPU)
+#                                                               -> wmt14-throughput-gpu.json
 #   gpu         call 1's step                                                                  540 s
 #   pair30s     call 2's step                                                                  300 s
 # A step that hits its limit is stopped and the next one runs. The records carry provenance
@@ -150,6 +156,7 @@ if [ "$tiny" = 1 ]; then
   parity_seeds="0"; parity_prior=""
   seeds=(--preset cpu-30min "${small[@]}" --updates 4 --val-sentences 6); seed_list="0 1"
   throughput=(--tiny --device cpu)
+  wmt14tp=(--tiny --device cpu)
   # two of the five variants (each one is a process of its own: seconds of start-up on this CPU);
   # tests/test_benchmarks_smoke.py parses all five and checks the choice with a fake trainer
   sweep=(--variants preset budget-d512 -- "${small[@]}" --time-budget-s 1 --eval-sentences 10
@@ -165,6 +172,8 @@ else
   parity_seeds=${PARITY_SEEDS:-3 4}; parity_prior=results/gpu-parity.json
   seeds=(--preset cpu-30min --device cuda --no-amp --updates 500); seed_list="0 1 2 3 4"
   throughput=(--steps 40 --rounds 3)
+  wmt14tp=(--device cuda --amp --rows 800 --length 32 --steps 20 --warmup 3
+           --peak-tflops "${PEAK_TFLOPS:-989}")
   sweep=()
   beam=(--variants "${BEAM_VARIANT:-preset}" --beam-table)
 fi
@@ -231,6 +240,9 @@ step throughput 280 "$PY" benchmarks/speed/train_throughput.py "${throughput[@]}
   --json "$out/gpu-throughput.json"
 
 # call 1
+step wmt14 120 "$PY" benchmarks/speed/wmt14_throughput.py "${wmt14tp[@]}" \
+  --json "$out/wmt14-throughput-gpu.json"
+
 step gpu 540 "$PY" -m transformer_lib.train "${gpu5[@]}" --no-progress \
   --out-dir "$runs/gpu-5min" --results "$out/gpu-5min.json"
 [ -f "$runs/gpu-5min/history.json" ] \
