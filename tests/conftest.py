@@ -17,8 +17,10 @@ notebooks/exercises/solutions/NAME_solution.ipynb and returns what they define, 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -56,6 +58,31 @@ def benchmark_script(name: str) -> Path:
     if len(found) != 1:
         raise FileNotFoundError(f"benchmarks/*/{name}: found {len(found)}")
     return found[0]
+
+def process_tree(pid: int) -> list[int]:
+    "`pid` and every process below it (from /proc: children, their children, ...)."
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    todo, tree = [pid], []
+    while todo:
+        tree.append(todo.pop())
+        todo += parents.get(tree[-1], [])
+    return tree
+
+
+def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Send `sig` (SIGKILL: as when a machine dies) to `pid` and every process below it. torchrun
+    starts each worker in a session of its own, so killing torchrun's process group alone leaves
+    the workers running, holding the pipe a test reads: the test would wait forever."""
+    for p in process_tree(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, sig)
+
 
 ENV_VAR = "TRANSFORMER_LIB_DATA"        # transformer_lib.data.ENV_VAR (tested to agree)
 CACHE = Path.home() / ".cache" / "transformer_lib"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import benchmark_script
+from conftest import benchmark_script, kill_tree
 
 from transformer_lib import data
 from transformer_lib.engineering import FIELD_TYPES
@@ -327,12 +327,12 @@ def run_hang_aware(cmd, env, timeout):
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGABRT)
+        kill_tree(proc.pid, signal.SIGABRT)       # torchrun's workers are in sessions of their own
         try:
             out, _ = proc.communicate(timeout=20)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+            kill_tree(proc.pid)
+            out, _ = proc.communicate(timeout=20)
         pytest.fail(f"{' '.join(cmd[3:8])} ... did not exit within {timeout} s; the stacks of its "
                     f"processes:\n{out[-12000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
@@ -396,7 +396,7 @@ def test_two_nodes_of_one_process_with_accumulation(tmp_path):
         finally:
             for p in procs:
                 if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGKILL)
+                    kill_tree(p.pid)
         assert all(p.returncode == 0 for p in procs), "\n".join(o[-2000:] for o in outs)
         rec = json.loads((out / "results.json").read_text())
         assert rec["processes"] == 2 and rec["steps"] == max_steps

@@ -3,18 +3,16 @@ as Table 3 gives them, trained on a copy of WMT 2014 in the archives' own format
 (tests/wmt14_fixture.py): the token store built once and reused, batches drawn from it, snapshots
 every `snapshot_every` updates averaged, and newstest2014 scored by sacreBLEU and as the paper
 scored; under torchrun on 2 processes and on 2 "nodes", killed and resumed."""
-import contextlib
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import kill_tree
 from wmt14_fixture import TESTS, site_dir, write_archives, write_fixture
 
 from transformer_lib.multi_head_attention import count_parameters
@@ -172,25 +170,6 @@ def finish(procs, timeout=240) -> list[str]:
 
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL `pid` and every process below it, as when a machine dies. (torchrun starts each
-    worker in a session of its own, so killing torchrun's process group alone leaves them.)"""
-    parents = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    todo, tree = [pid], []
-    while todo:
-        tree.append(todo.pop())
-        todo += parents.get(tree[-1], [])
-    for p in tree:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGKILL)
 
 
 @pytest.mark.slow

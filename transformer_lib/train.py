@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import math
+import os
 import statistics
 import sys
 import time
@@ -805,6 +806,13 @@ def load_run(run_dir: str | Path) -> tuple[Transformer, SubwordTokenizer, dict]:
 
 
 # %% ../notebooks/18_capstone.ipynb #721f5b1d
+# A finished torchrun worker's run, kept alive until `os._exit` ends the process. Freed at the
+# interpreter's exit instead, DDP's reducer would drop the last reference to the gloo process group,
+# whose destructor joins its worker thread while holding the GIL that thread may need to free a
+# tensor: the process never exits (seen here in a two-process test; pytorch/pytorch#56297).
+_FINISHED: list = []
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: `python -m transformer_lib.train [--preset P] [--config FILE] [--flags]
     [--resume]`."""
@@ -812,6 +820,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         export_dir, argv = _export_flag(argv)
         recipe, resume = parse_args(argv)
         result = run(recipe, resume=resume)
+        if result.world_size > 1:
+            _FINISHED.append(result)            # kept until the process ends: see _FINISHED
         if export_dir and result.is_main:
             export_web(result, export_dir)
     except (RecipeError, DataError, CheckpointError, FloatingPointError, OSError) as e:
@@ -937,4 +947,9 @@ def _startup_line(startup: dict | None) -> str:
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f5
 # The command line, last in the module so that every function above is defined when it runs.
 if __name__ == "__main__" and "ipykernel" not in sys.modules:  # the notebook never runs the CLI
-    sys.exit(main())
+    code = main()
+    if _FINISHED:                     # a torchrun worker: leave without tearing the run down
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
