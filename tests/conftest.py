@@ -3,6 +3,11 @@
 - `needs_data` (or `needs_data("tinyshakespeare")`): the test reads that dataset from the directory
   TRANSFORMER_LIB_DATA names. Skipped where it is not there, except under CI (CI=true), where a
   missing dataset is a failure: CI must run every test.
+- `needs_program("chromium", ..., debian="chromium")`: the test drives one of these programs (a
+  browser, pdftotext). Skipped where none is installed, with one line naming the Debian package to
+  install, except under CI (CI=true), where it is a failure: .ci/run installs them
+  (tools/install_browsers.sh), so a page that breaks cannot land green on a machine without them.
+  `needs_chromium` is that marker for Chromium.
 - `slow` (registered in pyproject.toml): the test takes more than about fifteen seconds on two
   cores (`--durations` shows which); `make quick` leaves these out.
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -93,9 +99,16 @@ def have_dataset(name: str = "multi30k") -> bool:
     return bool(root) and Path(root, name).exists() or (CACHE / name).exists()
 
 
+# book/check_site.py's find_chromium looks for the same names
+needs_chromium = pytest.mark.needs_program("chromium", "chromium-browser", "google-chrome",
+                                           "google-chrome-stable", debian="chromium")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "needs_data(name='multi30k'): reads a dataset of "
                             "TRANSFORMER_LIB_DATA; skipped without it, except under CI")
+    config.addinivalue_line("markers", "needs_program(*names, debian=package): drives one of "
+                            "these programs; skipped without them, except under CI")
 
 
 def pytest_runtest_setup(item):
@@ -103,3 +116,13 @@ def pytest_runtest_setup(item):
         name = mark.args[0] if mark.args else "multi30k"
         if not have_dataset(name) and not os.environ.get("CI"):
             pytest.skip(f"{ENV_VAR} does not point at the shared datasets ({name} not found)")
+    for mark in item.iter_markers("needs_program"):
+        if any(shutil.which(name) for name in mark.args):
+            continue
+        package = mark.kwargs.get("debian", mark.args[0])
+        why = (f"no {' or '.join(mark.args[:1])} installed (Debian: apt-get install {package}; "
+               ".ci/run installs it with tools/install_browsers.sh)")
+        if os.environ.get("CI"):
+            pytest.fail(f"{why}: under CI=true the browser tests must run, not skip",
+                        pytrace=False)
+        pytest.skip(why)

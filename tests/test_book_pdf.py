@@ -11,6 +11,7 @@
   pdftotext (poppler-utils) where it is installed.
 """
 import importlib.util
+import os
 import re
 import shutil
 import struct
@@ -20,6 +21,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "book"))
@@ -28,10 +30,7 @@ make_pdf = importlib.util.module_from_spec(_spec)
 sys.modules["make_pdf"] = make_pdf          # its dataclasses look their module up
 _spec.loader.exec_module(make_pdf)
 
-needs_chromium = pytest.mark.skipif(make_pdf.check_site.find_chromium(None) is None,
-                                    reason="no Chromium installed")
-needs_pdftotext = pytest.mark.skipif(shutil.which("pdftotext") is None,
-                                     reason="no pdftotext (Debian: poppler-utils)")
+needs_pdftotext = pytest.mark.needs_program("pdftotext", debian="poppler-utils")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -221,7 +220,8 @@ def test_a_tiny_site_becomes_a_pdf_with_its_pages_in_order_math_code_and_an_imag
     assert 'href="#p-chap-one--sec-b"' in html
 
     if shutil.which("pdftotext") is None:
-        pytest.skip("no pdftotext (Debian: poppler-utils): the text was not read")
+        why = "no pdftotext (Debian: poppler-utils): the text was not read"
+        pytest.fail(why, pytrace=False) if os.environ.get("CI") else pytest.skip(why)
     pages = _pages_text(out)
     assert len(pages) == result.pages
     text = "\n".join(pages)

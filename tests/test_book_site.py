@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "book" / "_build" / "html"
@@ -23,8 +24,6 @@ check_site = importlib.util.module_from_spec(_spec)
 sys.modules["check_site"] = check_site   # its dataclasses look their module up
 _spec.loader.exec_module(check_site)
 
-needs_chromium = pytest.mark.skipif(check_site.find_chromium(None) is None,
-                                    reason="no Chromium installed")
 
 
 def _png(width: int = 2, height: int = 2) -> bytes:

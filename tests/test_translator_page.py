@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 STATIC = ROOT / "book" / "_static" / "translator"
@@ -18,8 +19,6 @@ _spec = importlib.util.spec_from_file_location("check_translator",
 check_translator = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_translator)
 
-needs_chromium = pytest.mark.skipif(check_translator.check_site.find_chromium(None) is None,
-                                    reason="no Chromium installed")
 needs_assets = pytest.mark.skipif(
     not (STATIC / "vendor" / "ort.wasm.min.mjs").is_file()
     or not (STATIC / "model" / "manifest.json").is_file(),
