@@ -315,3 +315,36 @@ def test_the_train_commands_export_flag_is_taken_out_before_the_recipe(monkeypat
                         else real(name, *a))
     with pytest.raises(RecipeError, match="export"):
         _export_flag(["--export-web", "web"])
+
+
+@pytest.mark.parametrize("absent", ["onnx", "onnxscript", "onnxruntime"])
+def test_every_package_the_export_needs_is_checked_before_training(monkeypatch, absent):
+    """Writing the graphs needs onnx and onnxscript, checking them onnxruntime: a run with
+    `--export-web` that lacks any of them stops at its start with one line naming it, and
+    `python -m transformer_lib.export` does too (no traceback after a finished run)."""
+    import importlib.util as util
+
+    from transformer_lib import export
+    from transformer_lib.recipe import RecipeError
+    from transformer_lib.train import _export_flag
+    assert export.missing_for_export() is None
+    real = util.find_spec
+    monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == absent
+                        else real(name, *a))
+    message = export.missing_for_export()
+    assert f"{absent} (not installed)" in message and 'pip install "transformer-lib[export]"' in \
+        message
+    with pytest.raises(RecipeError, match=rf"--export-web: .*{absent} \(not installed\)"):
+        _export_flag(["--preset", "cpu-tiny", "--export-web", "web"])
+    assert _export_flag(["--preset", "cpu-tiny"]) == (None, ["--preset", "cpu-tiny"])
+
+
+def test_a_torch_older_than_the_exports_floor_is_named(monkeypatch, capsys, tmp_path):
+    from transformer_lib import export
+    monkeypatch.setattr(torch, "__version__", "2.10.1+cpu")
+    message = export.missing_for_export()
+    assert "torch 2.11 or newer (this is 2.10.1+cpu)" in message and '"torch>=2.11"' in message
+    assert export.main(["--out", str(tmp_path / "web")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: exporting for the page") and len(err.splitlines()) == 1
+    assert not (tmp_path / "web").exists()                         # nothing written

@@ -466,6 +466,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                         'transformer_lib.export.main': ('a8_export.html#main', 'transformer_lib/export.py'),
                                         'transformer_lib.export.max_new_tokens': ( 'a8_export.html#max_new_tokens',
                                                                                    'transformer_lib/export.py'),
+                                        'transformer_lib.export.missing_for_export': ( 'a8_export.html#missing_for_export',
+                                                                                       'transformer_lib/export.py'),
                                         'transformer_lib.export.translate_one': ( 'a8_export.html#translate_one',
                                                                                   'transformer_lib/export.py')},
             'transformer_lib.feed_forward': { 'transformer_lib.feed_forward.PositionwiseFeedForward': ( 'feed_forward.html#positionwisefeedforward',

@@ -33,14 +33,37 @@ WEIGHTS_FILE = "weights.bin"
 DEFAULT_PRESET = "cpu-30min"          # the recipe of the shipped translator: its beam and alpha
 
 
+EXPORT_TORCH = (2, 11)     # the oldest torch the export is tested with (pyproject.toml, [export])
+
+
 def _require(module: str):
     """Import `module` (onnx, onnxruntime, onnxscript: the [export] extra) or say how to get it."""
     return require(module, "export", "transformer_lib.export")
 
+
+def missing_for_export() -> str | None:
+    """What an export needs and this environment lacks, in one sentence that says what to install
+    (None when nothing is missing): onnx and onnxscript write the graphs, onnxruntime checks them,
+    and torch.onnx's exporter of torch EXPORT_TORCH or newer traces them. Checked before any work,
+    so a run with `--export-web` fails at its start, not after training."""
+    import importlib.util
+    absent = [m for m in ("onnx", "onnxscript", "onnxruntime")
+              if importlib.util.find_spec(m) is None]
+    have = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    old = have < EXPORT_TORCH
+    if not absent and not old:
+        return None
+    parts = ([f"{', '.join(absent)} (not installed)"] if absent else []) + (
+        [f"torch {'.'.join(map(str, EXPORT_TORCH))} or newer (this is {torch.__version__})"]
+        if old else [])
+    return ("exporting for the page 'Try the translator' needs " + " and ".join(parts)
+            + ': pip install "transformer-lib[export]"'
+            + (f' "torch>={".".join(map(str, EXPORT_TORCH))}"' if old else ""))
+
 # %% auto #0
-__all__ = ['FORMAT', 'FILES', 'WEIGHTS_FILE', 'DEFAULT_PRESET', 'keeping_weights', 'EncoderGraph', 'DecoderGraph',
-           'DecoderStepGraph', 'export_translator', 'OnnxTranslator', 'check_export_folder', 'max_new_tokens',
-           'translate_one', 'main']
+__all__ = ['FORMAT', 'FILES', 'WEIGHTS_FILE', 'DEFAULT_PRESET', 'EXPORT_TORCH', 'missing_for_export', 'keeping_weights',
+           'EncoderGraph', 'DecoderGraph', 'DecoderStepGraph', 'export_translator', 'OnnxTranslator',
+           'check_export_folder', 'max_new_tokens', 'translate_one', 'main']
 
 # %% ../notebooks/A8_export.ipynb #c33b5912
 @contextlib.contextmanager
@@ -428,9 +451,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     recipe = preset(DEFAULT_PRESET)
     p = argparse.ArgumentParser(prog="python -m transformer_lib.export",
                                 description="Export a translator for the page 'Try the "
-                                            "translator': two ONNX graphs, their weights, the "
-                                            "tokenizer and a manifest.")
-    p.add_argument("--out", required=True, help="folder to write the five files into")
+                                            "translator': three ONNX graphs, their shared "
+                                            "weights, the tokenizer and a manifest.")
+    p.add_argument("--out", required=True, help="folder to write the six files into")
     p.add_argument("--translator", default=None,
                    help="a translator file written by save_translator (default: the book's, "
                         "pretrained/multi30k-de-en-cpu.pt)")
@@ -441,6 +464,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help=f"its length penalty (default: {DEFAULT_PRESET}'s, "
                         f"{recipe.length_penalty})")
     args = p.parse_args(argv)
+    missing = missing_for_export()
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     try:
         model, tokenizer, info = load_translator(args.translator)
         export_translator(model, tokenizer, args.out, info=info, beam_size=args.beam_size,

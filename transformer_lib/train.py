@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib.util
 import math
 import os
 import statistics
@@ -824,7 +823,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _FINISHED.append(result)            # kept until the process ends: see _FINISHED
         if export_dir and result.is_main:
             export_web(result, export_dir)
-    except (RecipeError, DataError, CheckpointError, FloatingPointError, OSError) as e:
+    except (RecipeError, DataError, CheckpointError, FloatingPointError, OSError,
+            ImportError) as e:
         # the user's to fix
         print("error: " + " ".join(str(e).split()), file=sys.stderr)      # one line, no traceback
         return 2
@@ -854,13 +854,16 @@ def bleu_line(split: str, t: dict) -> str:
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f1
 def _export_flag(argv: Sequence[str] | None) -> tuple[str | None, list[str]]:
     """`--export-web DIR`, taken out of the command line before the recipe's flags are read:
-    (DIR or None, the other arguments). Without ONNX Runtime it is refused before training."""
+    (DIR or None, the other arguments). Refused before training when the export would fail for
+    want of a package or a recent enough torch (`export.missing_for_export`)."""
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--export-web", default=None)
     args, rest = p.parse_known_args(sys.argv[1:] if argv is None else list(argv))
-    if args.export_web is not None and importlib.util.find_spec("onnxruntime") is None:
-        raise RecipeError("--export-web needs ONNX Runtime, which is not installed: pip install "
-                          '"transformer-lib[export]"')
+    if args.export_web is not None:
+        from transformer_lib.export import missing_for_export
+        missing = missing_for_export()
+        if missing:
+            raise RecipeError(f"--export-web: {missing}")
     return args.export_web, rest
 
 
