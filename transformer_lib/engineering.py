@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import os
+import pickle
 import queue
 import re
 import subprocess
@@ -32,10 +33,11 @@ from .benchmarking import cpu_has_native_bf16, cpu_model, device_name, synchroni
 # %% auto #0
 __all__ = ['FIELD_TYPES', 'wait_for', 'TrainingClock', 'pick_device', 'device_label', 'amp_settings', 'no_compile_reason',
            'compile_seconds', 'autocast_dtype', 'autocast', 'to_device', 'background', 'prefetch', 'world_size',
-           'sum_across_processes', 'dist_env', 'device_for', 'init_distributed', 'barrier', 'shutdown_distributed',
-           'max_weight_diff', 'MicroBatches', 'Accumulate', 'micro_batch_weights', 'gradient_sync', 'LogWindow',
-           'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error', 'git_commit', 'provenance',
-           'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
+           'sum_across_processes', 'dist_env', 'device_for', 'init_distributed', 'broadcast_object', 'gather_objects',
+           'fail_together', 'barrier', 'shutdown_distributed', 'max_weight_diff', 'MicroBatches', 'Accumulate',
+           'micro_batch_weights', 'gradient_sync', 'LogWindow', 'check_train_limits', 'Progress', 'nonfinite_weights',
+           'undo_on_error', 'git_commit', 'provenance', 'write_json', 'field_comments', 'add_dataclass_flags',
+           'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 def wait_for(device: str | torch.device) -> None:
@@ -270,19 +272,82 @@ def dist_env() -> tuple[int, int, int]:
 
 
 def device_for(device: torch.device, local_rank: int, world_size: int) -> torch.device:
-    "`device`, with each torchrun process on its own GPU when a CUDA device names no index."
-    if device.type == "cuda" and device.index is None and world_size > 1:
-        return torch.device("cuda", local_rank)
-    return device
+    """`device`, with each torchrun process on the GPU of its LOCAL_RANK. A CUDA device that names
+    one GPU (`cuda:1`) under more than one process is a ValueError: every process would share it."""
+    if device.type != "cuda" or world_size == 1:
+        return device
+    if device.index is not None:
+        raise ValueError(f"device {device} names one GPU, but this run has {world_size} "
+                         "processes, and each takes the GPU of its LOCAL_RANK: give cuda or auto "
+                         "(CUDA_VISIBLE_DEVICES chooses a machine's GPUs)")
+    return torch.device("cuda", local_rank)
 
 
-def init_distributed(device: torch.device, world_size: int) -> None:
+def init_distributed(device: torch.device, world_size: int, timeout_s: float = 0.0) -> None:
     """Join the process group torchrun set up (nccl on CUDA, gloo on the CPU); nothing on one
-    process."""
+    process. A collective operation (a barrier, the gradients' all-reduce) that waits more than
+    `timeout_s` seconds for another process fails (0: torch's default, 10 minutes for nccl and 30
+    for gloo)."""
     if world_size > 1 and not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                timeout=datetime.timedelta(seconds=timeout_s) if timeout_s
+                                else None)
+
+
+def broadcast_object(obj, world_size: int, src: int = 0):
+    "Process `src`'s `obj` (picklable), on every process; `obj` itself on one process."
+    if world_size == 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def gather_objects(obj, world_size: int) -> list:
+    "Every process's `obj` (picklable), in the order of their ranks, on every process."
+    if world_size == 1:
+        return [obj]
+    out = [None] * world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+@contextlib.contextmanager
+def fail_together(world_size: int) -> Iterator[None]:
+    """Run the body on every process, then agree: where it raised on any process, it raises on
+    every one (its own error, or the first failing process's, named), so that no process goes on
+    to wait for one that has stopped. On one process, the body alone."""
+    error = None
+    try:
+        yield
+    except Exception as e:
+        if world_size == 1:
+            raise
+        error = e
+    if world_size == 1:
+        return
+    errors = gather_objects(None if error is None else _portable(error), world_size)
+    if error is not None:
+        raise error
+    for rank, err in enumerate(errors):
+        if err is not None:
+            kind, message = err
+            try:
+                copy = kind(f"process {rank}: {message}")
+            except TypeError:                   # an error type that takes other arguments
+                copy = RuntimeError(f"process {rank}: {kind.__name__}: {message}")
+            raise copy
+
+
+def _portable(error: Exception) -> tuple[type, str]:
+    "(type, message) of `error`, in a form every process can unpickle."
+    try:
+        pickle.loads(pickle.dumps(type(error)))
+        return type(error), str(error)
+    except Exception:                           # e.g. a class defined inside a function
+        return RuntimeError, f"{type(error).__name__}: {error}"
 
 
 def barrier(world_size: int) -> None:
@@ -307,11 +372,36 @@ def shutdown_distributed(timeout_s: float = 60.0) -> None:
 
 
 def max_weight_diff(model: torch.nn.Module, world_size: int) -> float:
-    "The largest difference of any weight between this process and another (DDP keeps it 0)."
-    flat = torch.cat([p.detach().float().flatten() for p in model.parameters()])
-    gathered = [torch.empty_like(flat) for _ in range(world_size)]
-    dist.all_gather(gathered, flat)
-    return max(float((g - flat).abs().max()) for g in gathered)
+    """The largest difference of any weight between process 0 and another (DDP keeps it 0).
+
+    No process receives a copy of the model: a checksum of each tensor's bits is all-reduced (its
+    largest and smallest value over the processes), and where the two agree for every tensor the
+    answer is 0. Only a tensor whose checksums differ is broadcast from process 0, one at a time,
+    and its largest difference all-reduced."""
+    if world_size == 1:
+        return 0.0
+    params = [p.detach().float() for p in model.parameters()]
+    sums = torch.stack([_bit_checksum(p) for p in params])                 # (n_tensors, 2)
+    high, low = sums.clone(), sums.clone()
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    worst = torch.zeros((), device=sums.device)
+    for p, differs in zip(params, (high != low).any(dim=1).tolist()):    # the same on all
+        if differs:
+            first = p.clone()
+            dist.broadcast(first, src=0)
+            worst = torch.maximum(worst, (p - first).abs().max())
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return float(worst)
+
+
+def _bit_checksum(t: torch.Tensor) -> torch.Tensor:
+    """Two integers from the bits of a float32 tensor, each a sum over its elements of a 16-bit
+    half times a weight below 2^16 that depends on the element's position: exact (no rounding, no
+    overflow below 2^31 elements), so equal tensors give equal sums on any device."""
+    bits = t.contiguous().view(torch.int32).flatten().long()
+    weight = torch.arange(bits.numel(), device=t.device) % 65521 + 1
+    return torch.stack([((bits & 0xFFFF) * weight).sum(), (((bits >> 16) & 0xFFFF) * weight).sum()])
 
 # %% ../notebooks/A4_engineering.ipynb #a4acc002
 class MicroBatches(tuple):
@@ -371,12 +461,13 @@ def micro_batch_weights(batches) -> list:
     n_j the target tokens of micro-batch j and N those of the update on all R processes, R because
     DistributedDataParallel averages gradients. One batch on one process: [1.0]; on one process,
     floats; under DDP, N is summed by one all_reduce and the weights are 0-dim tensors on the
-    batches' device (no wait for the GPU)."""
+    batches' device. Nothing waits for the GPU: `torch.full` fills N in on the device, where
+    `torch.tensor` would copy it from the host and wait for that copy."""
     n, R = [b.n_tokens for b in batches], world_size()
     if R == 1:
         total = sum(n)
         return [1.0] if len(n) == 1 else [k / total if total else 0.0 for k in n]
-    total = torch.tensor(float(sum(n)), dtype=torch.float64, device=batches[0].device)
+    total = torch.full((), float(sum(n)), dtype=torch.float64, device=batches[0].device)
     dist.all_reduce(total)
     return [R * k / total.clamp(min=1.0) for k in n]
 
@@ -386,7 +477,6 @@ def gradient_sync(model: torch.nn.Module, sync: bool):
     micro-batch stay on their process; a context that does nothing for any other module."""
     return (model.no_sync() if not sync and hasattr(model, "no_sync")
             else contextlib.nullcontext())
-
 
 # %% ../notebooks/A4_engineering.ipynb #c42fbdce
 class LogWindow:
