@@ -30,10 +30,12 @@ Exits non-zero on any failure. Needs the package (torch) and the data for the re
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STATIC = HERE / "_static" / "translator"
+BRIDGE = HERE / "browsers" / "bridge.mjs"        # Firefox, over WebDriver BiDi (puppeteer-core)
 _spec = importlib.util.spec_from_file_location("check_site", HERE / "check_site.py")
 check_site = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("check_site", check_site)
@@ -107,11 +110,84 @@ class Page:
             e["params"]["exceptionDetails"].get("exception", {}).get("description", ""))[:200]
                 for e in self.dt.events if e["method"] == "Runtime.exceptionThrown"]
 
+    def console_errors(self) -> list[str]:
+        return [" ".join(str(a.get("value", a.get("description", ""))) for a in
+                         e["params"].get("args", []))[:200]
+                for e in self.dt.events if e["method"] == "Runtime.consoleAPICalled"
+                and e["params"].get("type") == "error"]
+
+    def set_files(self, selector: str, paths: list[str]) -> None:
+        "Choose `paths` in the file input `selector`, as a reader does."
+        doc = self.dt.call("DOM.getDocument")
+        node = self.dt.call("DOM.querySelector", nodeId=doc["root"]["nodeId"], selector=selector)
+        self.dt.call("DOM.setFileInputFiles", nodeId=node["nodeId"], files=paths)
+
+    def goto(self, url: str) -> None:
+        self.dt.call("Page.navigate", url=url)
+        self.dt.wait_for("Page.loadEventFired")
+
+
+class BridgePage(Page):
+    """The same page in another browser, driven by puppeteer-core over WebDriver BiDi
+    (book/browsers/bridge.mjs, one JSON line a request): Firefox, which has no DevTools protocol."""
+
+    def __init__(self, browser: str, executable: str, url: str):
+        self.proc = subprocess.Popen(["node", str(BRIDGE), browser, executable],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.url, self.n = url, 0
+        self.t0 = time.perf_counter()
+        self.request("goto", url=url)
+
+    def request(self, op: str, **args):
+        self.n += 1
+        self.proc.stdin.write(json.dumps({"id": self.n, "op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {op!r} request ended the browser bridge (rc "
+                               f"{self.proc.poll()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"{op}: {answer['error']}")
+        return answer["value"]
+
+    def js(self, expression: str):
+        return self.request("eval", expression=expression)
+
+    def bytes_loaded(self) -> dict[str, int]:
+        sizes: dict[str, int] = {}
+        for r in self.request("log")["responses"]:
+            sizes[r["url"]] = sizes.get(r["url"], 0) + r["bytes"]
+        return sizes
+
+    def exceptions(self) -> list[str]:
+        return [e[:200] for e in self.request("log")["exceptions"]]
+
+    def console_errors(self) -> list[str]:
+        return [e[:200] for e in self.request("log")["console"]]
+
+    def set_files(self, selector: str, paths: list[str]) -> None:
+        self.request("files", selector=selector, paths=paths)
+
+    def goto(self, url: str) -> None:
+        self.request("goto", url=url)
+
+    def close(self) -> None:
+        try:
+            self.request("close")
+            self.proc.wait(timeout=30)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
 
 class Checks:
     def __init__(self):
         self.failures: list[str] = []
         self.notes: list[str] = []
+        self.outputs: dict[str, list] = {}      # target ids, greedy and beam: browsers compared
 
     def check(self, ok: bool, what: str) -> None:
         (self.notes if ok else self.failures).append(("ok   " if ok else "FAIL ") + what)
@@ -152,6 +228,7 @@ def translate_all(page: Page, texts: list[str], beam: int) -> list[dict]:
 
 def check_translations(page, model, tok, german, greedy, alpha, translate_one, n_beam, checks):
     got = translate_all(page, german, 1)
+    checks.outputs["greedy"] = [g["target_ids"] for g in got]
     same = sum(g["translation"] == ref for g, ref in zip(got, greedy))
     checks.check(same >= 0.99 * len(german),
                  f"greedy translations equal PyTorch's on {same} of {len(german)} (99% needed)")
@@ -160,6 +237,7 @@ def check_translations(page, model, tok, german, greedy, alpha, translate_one, n
             print("     " + why_different(model, tok, german[i], g["target_ids"], translate_one))
     beam_size = page.js("window.attentionDerived.book.manifest.beam_size")
     got = translate_all(page, german[:n_beam], beam_size)
+    checks.outputs["beam"] = [g["target_ids"] for g in got]
     ref = [translate_one(model, tok, t, beam_size, alpha) for t in german[:n_beam]]
     same = sum(g["target_ids"] == r for g, r in zip(got, ref))
     checks.check(same == n_beam, f"beam {beam_size} (alpha {alpha}) equals PyTorch's on {same} "
@@ -258,11 +336,9 @@ def wait_status(page: Page) -> str:
 
 def check_files(page: Page, own: Path | None, checks: Checks) -> None:
     """The file picker: a set of files that is not a translator, then (with `own`) a real one."""
-    doc = page.dt.call("DOM.getDocument")
-    node = page.dt.call("DOM.querySelector", nodeId=doc["root"]["nodeId"], selector="#ad-files")
     tmp = Path(tempfile.mkdtemp())
     (tmp / "manifest.json").write_text("{}")
-    page.dt.call("DOM.setFileInputFiles", nodeId=node["nodeId"], files=[str(tmp / "manifest.json")])
+    page.set_files("#ad-files", [str(tmp / "manifest.json")])
     time.sleep(0.2)
     message = wait_status(page)
     checks.check("missing" in message and "weights.bin" in message,
@@ -273,7 +349,7 @@ def check_files(page: Page, own: Path | None, checks: Checks) -> None:
     from transformer_lib.text import SubwordTokenizer
     names = json.loads(page.js("JSON.stringify(window.attentionDerived.files)"))
     files = [str(own / name) for name in names]
-    page.dt.call("DOM.setFileInputFiles", nodeId=node["nodeId"], files=files)
+    page.set_files("#ad-files", files)
     time.sleep(0.2)
     loaded = page.call("window.attentionDerived.loading.then(t => t.manifest.d_model)")
     text = "ein hund rennt"
@@ -286,10 +362,9 @@ def check_files(page: Page, own: Path | None, checks: Checks) -> None:
     page.call("window.attentionDerived.load(null)")
 
 
-def check_from_file(dt, site: Path, rel: str, checks: Checks) -> None:
-    dt.call("Page.navigate", url=(site / rel).resolve().as_uri())
-    dt.wait_for("Page.loadEventFired")
-    text = dt.evaluate("(document.querySelector('.ad-unavailable') || {}).textContent || ''")
+def check_from_file(page: Page, site: Path, rel: str, checks: Checks) -> None:
+    page.goto((site / rel).resolve().as_uri())
+    text = page.js("(document.querySelector('.ad-unavailable') || {}).textContent || ''")
     checks.check("make serve" in text,
                  f"opened from a file, the page says how to serve it: {text[:60]!r}")
 
@@ -334,24 +409,68 @@ def benchmark(page: Page, ready_s: float, german: list[str], model, tok, transla
     print(json.dumps(record, indent=1))
 
 
-def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
-        bench: Path | None = None, chromium: str | None = None) -> Checks:
-    checks = Checks()
-    exe = check_site.find_chromium(chromium)
+BROWSERS = ("chromium", "firefox")
+
+
+def find_firefox(explicit: str | None = None) -> str | None:
+    for name in ([explicit] if explicit else []) + ["/usr/bin/firefox-esr", "firefox-esr",
+                                                     "firefox"]:
+        found = shutil.which(name) if name else None
+        if found:
+            return found
+    return None
+
+
+def bridge_ready() -> str | None:
+    "Why the Firefox bridge cannot run (None when it can): Node.js and puppeteer-core (npm ci)."
+    if shutil.which("node") is None:
+        return "no Node.js (Debian: apt-get install nodejs)"
+    if not (BRIDGE.parent / "node_modules" / "puppeteer-core").is_dir():
+        return f"puppeteer-core is not installed (npm ci --prefix {BRIDGE.parent})"
+    return None
+
+
+def open_page(browser: str, url: str, stack: contextlib.ExitStack, executable: str | None = None):
+    """The page at `url` in `browser`: Chromium through its DevTools protocol, Firefox through
+    the puppeteer-core bridge. Everything started is stopped when `stack` closes."""
+    if browser == "chromium":
+        exe = check_site.find_chromium(executable)
+        if exe is None:
+            raise LookupError("no Chromium found (Debian: apt-get install chromium)")
+        profile = Path(tempfile.mkdtemp())
+        stack.callback(shutil.rmtree, profile, ignore_errors=True)
+        proc, ws = check_site.start_chromium(exe, profile)
+        stack.callback(proc.kill)
+        return Page(check_site.DevTools(ws), url)
+    exe = find_firefox(executable)
     if exe is None:
-        checks.check(False, "no Chromium found (Debian: apt-get install chromium)")
-        return checks
+        raise LookupError("no Firefox found (Debian: apt-get install firefox-esr)")
+    why = bridge_ready()
+    if why:
+        raise LookupError(why)
+    page = BridgePage("firefox", exe, url)
+    stack.callback(page.close)
+    return page
+
+
+def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
+        bench: Path | None = None, chromium: str | None = None,
+        browser: str = "chromium") -> Checks:
+    checks = Checks()
     n, n_beam = (100, 20) if quick else (1000, 100)
     model, tok, german, greedy, alpha, translate_one = references(n, n_beam)
     server = check_site.serve(site)
-    profile = Path(tempfile.mkdtemp())
-    proc, ws = check_site.start_chromium(exe, profile)
-    try:
-        dt = check_site.DevTools(ws)
-        page = Page(dt, f"http://127.0.0.1:{server.server_address[1]}/{rel}")
+    with contextlib.ExitStack() as stack:
+        stack.callback(server.shutdown)
+        try:
+            page = open_page(browser, f"http://127.0.0.1:{server.server_address[1]}/{rel}",
+                             stack, chromium if browser == "chromium" else None)
+        except LookupError as e:
+            checks.check(False, f"{browser}: {e}")
+            return checks
         ready = page.wait_ready()
-        checks.check(True, f"ready after {ready:.1f} s")
-        if bench:
+        checks.check(True, f"{browser}: ready after {ready:.1f} s")
+        if bench and browser == "chromium":
             benchmark(page, ready, german, model, tok, translate_one, bench)
         check_tokens(page, tok, german, checks)
         check_translations(page, model, tok, german, greedy, alpha, translate_one, n_beam, checks)
@@ -363,13 +482,24 @@ def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
         checks.check(not foreign, f"nothing loaded from another host ({foreign[:3]})")
         errors = page.exceptions()
         checks.check(not errors, f"no JavaScript exception ({errors[:2]})")
+        console = page.console_errors()
+        checks.check(not console, f"no error in the console ({console[:2]})")
         failed = [f for f in check_site._Handler.failed]
         checks.check(not failed, f"no failed request to the server ({failed[:3]})")
-        check_from_file(dt, site, rel, checks)
-    finally:
-        proc.kill()
-        server.shutdown()
-        shutil.rmtree(profile, ignore_errors=True)
+        check_from_file(page, site, rel, checks)
+    return checks
+
+
+def compare_browsers(results: dict[str, Checks]) -> Checks:
+    """The browsers' target ids, greedy and beam, on the same sentences: identical, or the
+    sentences where they part."""
+    checks = Checks()
+    (a, ca), (b, cb) = results.items()
+    for kind in ("greedy", "beam"):
+        x, y = ca.outputs.get(kind, []), cb.outputs.get(kind, [])
+        same = sum(p == q for p, q in zip(x, y))
+        checks.check(bool(x) and len(x) == len(y) and same == len(x),
+                     f"{kind}: {b}'s translations equal {a}'s on {same} of {len(x)} sentences")
     return checks
 
 
@@ -381,14 +511,25 @@ def main(argv: list[str] | None = None) -> int:
                    "their own (no book build needed)")
     p.add_argument("--quick", action="store_true", help="100 sentences instead of 1,000")
     p.add_argument("--own", help="an exported translator to open with the file picker")
-    p.add_argument("--benchmark", help="also measure, and write the record to this file")
+    p.add_argument("--benchmark", help="also measure (in Chromium), and write the record to this "
+                   "file")
+    p.add_argument("--browser", choices=(*BROWSERS, "all"), default="all",
+                   help="which browser (default: all, then their outputs compared)")
     args = p.parse_args(argv)
+    browsers = BROWSERS if args.browser == "all" else (args.browser,)
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         site, rel = harness_site(Path(tmp)) if args.harness else (Path(args.site), args.page)
-        checks = run(site, rel, args.quick, Path(args.own) if args.own else None,
-                     Path(args.benchmark) if args.benchmark else None)
-    print(f"translator page: {len(checks.notes)} checks passed, {len(checks.failures)} failed")
-    return 1 if checks.failures else 0
+        for browser in browsers:
+            results[browser] = run(site, rel, args.quick, Path(args.own) if args.own else None,
+                                   Path(args.benchmark) if args.benchmark else None,
+                                   browser=browser)
+    if len(results) == 2:
+        results["both"] = compare_browsers(results)
+    failed = sum(len(c.failures) for c in results.values())
+    for name, c in results.items():
+        print(f"translator page, {name}: {len(c.notes)} checks passed, {len(c.failures)} failed")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""The page "Try the translator" in headless Chromium (book/check_translator.py), where Chromium
-is installed: its files (book/_static/translator, which `make test` and `make book` fill from npm
-and the export) on a page of their own, against the PyTorch translator; and the file picker with a
-tiny translator trained here by the command line's `--export-web`. `make browser-check` runs the
-same checks on the built book's page."""
+"""The page "Try the translator" in headless Chromium and Firefox (book/check_translator.py),
+where they are installed: its files (book/_static/translator, which `make test` and `make book`
+fill from npm and the export) on a page of their own, against the PyTorch translator; the file
+picker with a tiny translator trained here by the command line's `--export-web`; and the two
+browsers' translations compared. `make browser-check` runs the same checks on the built book's
+page."""
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,15 +38,55 @@ def tiny_export(tmp_path_factory):
     return out / "web"
 
 
-@needs_chromium
+needs_firefox = pytest.mark.needs_program("firefox-esr", "firefox", debian="firefox-esr")
+BROWSERS = [pytest.param("chromium", marks=needs_chromium),
+            pytest.param("firefox", marks=needs_firefox)]
+
+
+@pytest.fixture(scope="module")
+def page_checks(tmp_path_factory, tiny_export):
+    """Each browser's checks, run once: {browser: Checks}."""
+    done = {}
+
+    def checks_in(browser: str):
+        if browser not in done:
+            site, rel = check_translator.harness_site(tmp_path_factory.mktemp(browser) / "site")
+            done[browser] = check_translator.run(site, rel, quick=False, own=tiny_export,
+                                                 browser=browser)
+        return done[browser]
+    return checks_in
+
+
 @needs_assets
 @pytest.mark.needs_data
 @pytest.mark.slow
-def test_the_page_translates_as_pytorch_does_and_refuses_bad_input(tmp_path, tiny_export):
-    site, rel = check_translator.harness_site(tmp_path / "site")
-    checks = check_translator.run(site, rel, quick=False, own=tiny_export)
+@pytest.mark.parametrize("browser", BROWSERS)
+def test_the_page_translates_as_pytorch_does_and_refuses_bad_input(page_checks, browser):
+    """In Chromium (DevTools protocol) and in Firefox (puppeteer-core over WebDriver BiDi,
+    book/browsers/), the same checks: tokens, translations, attention, bad input, the file picker,
+    no exception and no console error."""
+    if browser == "firefox" and check_translator.bridge_ready():
+        why = check_translator.bridge_ready()
+        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    checks = page_checks(browser)
     assert not checks.failures, "\n".join(checks.failures)
-    assert len(checks.notes) >= 20                  # every check ran
+    assert len(checks.notes) >= 24                  # every check ran
+
+
+@needs_chromium
+@needs_firefox
+@needs_assets
+@pytest.mark.needs_data
+@pytest.mark.slow
+def test_firefox_translates_as_chromium_does(page_checks):
+    """On the same 1,000 sentences (greedy) and 100 (beam), the two browsers give the same ids."""
+    if check_translator.bridge_ready():
+        why = check_translator.bridge_ready()
+        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
+    both = {b: page_checks(b) for b in ("chromium", "firefox")}
+    compared = check_translator.compare_browsers(both)
+    assert not compared.failures, "\n".join(compared.failures)
+    assert len(both["firefox"].outputs["greedy"]) == 1000
 
 
 def test_the_harness_page_holds_the_contracts_elements(tmp_path):
