@@ -29,19 +29,21 @@ from transformer_lib.optimization import (
 )
 
 from .attention import check_probability
+from .data import check_language_code, parse_columns
 from .multi_head_attention import check_heads
 
 # %% auto #0
-__all__ = ['WMT14_PAPER', 'WMT14_SIZES', 'PRESETS', 'DATASETS', 'RUN_ONLY', 'RUN_FILES', 'PRESET_NOTES', 'Recipe', 'as_recorded',
-           'resume_keys', 'RecipeError', 'recipe_from_dict', 'preset', 'load_recipe_file', 'validate_recipe',
-           'parse_args', 'check_resume', 'results_path', 'check_output_paths', 'preset_note']
+__all__ = ['WMT14_PAPER', 'WMT14_SIZES', 'PRESETS', 'DATASETS', 'DATASET_LANGUAGES', 'FILE_FIELDS', 'RUN_ONLY', 'RUN_FILES',
+           'PRESET_NOTES', 'Recipe', 'as_recorded', 'resume_keys', 'RecipeError', 'recipe_from_dict', 'preset',
+           'load_recipe_file', 'validate_recipe', 'parse_args', 'check_resume', 'results_path', 'check_output_paths',
+           'preset_note']
 
 # %% ../notebooks/A5_recipe.ipynb #dc0b971d
 @dataclass
 class Recipe:
-    """Everything that defines a run (Multi30k de→en, or WMT 2014 en→de: chapter 21). Every field is
-    also a command-line flag (`d_model` → `--d-model`) and a key of a JSON/TOML config file.
-    Defaults = the `gpu` recipe."""
+    """Everything that defines a run (Multi30k de→en, WMT 2014 en→de: chapter 21, or the reader's
+    own parallel text: appendix A2). Every field is also a command-line flag (`d_model` →
+    `--d-model`) and a key of a JSON/TOML config file. Defaults = the `gpu` recipe."""
     # --- model (TransformerConfig) ---
     d_model: int = 512            # width of every sub-layer (features per position)
     n_heads: int = 8              # attention heads (d_model must be divisible by it)
@@ -53,7 +55,19 @@ class Recipe:
     norm_first: bool = False      # pre-LN instead of the paper's post-LN
     positional: str = "sinusoidal"  # "sinusoidal" (the paper) or "learned" (Table 3, row E)
     # --- data and vocabulary ---
-    dataset: str = "multi30k"     # "multi30k" (German→English) or "wmt14" (English→German)
+    dataset: str = "multi30k"  # "multi30k" (German→English), "wmt14" (English→German) or "files"
+    src_lang: str = "de"          # the source language's code ("fr", "zh-Hant": ISO 639, BCP 47)
+    tgt_lang: str = "en"          # the target language's code
+    # "files": the reader's parallel text (--pairs or --source/--target set it; appendix A2)
+    pairs: str = ""               # a tab-separated file of sentence pairs, one pair a line
+    columns: str = "1,2"          # pairs' source and target columns, from 1 (Tatoeba fr→en: 2,1)
+    source: str = ""              # instead of pairs: a file of source sentences, one a line
+    target: str = ""              # the file of their translations, line i translating line i
+    val: str = ""       # validation pairs: a TSV file, or two files 'SRC,TGT' ("" = held out)
+    test: str = ""                # test pairs, given as val is ("" = held out)
+    heldout: int = 1000           # pairs that each held-out split (val, test) takes
+    split_seed: int = 0           # which pairs are held out (SHA-256 of this seed and the source)
+    max_chars: int = 1000  # a pair with a longer side (characters) is left out, counted (0 = none)
     vocab_size: int = 8000  # tokens in the joint BPE vocabulary, trained on the training split only
     train_pairs: int = 0          # use only the first N training pairs (0 = all 29,000 pairs)
     batch_tokens: int = 12288     # padded positions per side per batch, per process
@@ -123,8 +137,9 @@ class Recipe:
 # 595), so which weights are averaged does not depend on the machine's speed; (2) a batch counts
 # padded positions, not tokens (length buckets of 8 keep the two within a few percent); (3) output
 # stops at 255 tokens, the end of the positional table, if input + 50 is longer.
-WMT14_PAPER = dict(dataset="wmt14", d_model=512, n_heads=8, n_layers=6, d_ff=2048, dropout=0.1,
-                   attn_dropout=0.0, ffn_dropout=0.0, vocab_size=37000, update_tokens=25000,
+WMT14_PAPER = dict(dataset="wmt14", src_lang="en", tgt_lang="de", d_model=512, n_heads=8,
+                   n_layers=6, d_ff=2048, dropout=0.1, attn_dropout=0.0, ffn_dropout=0.0,
+                   vocab_size=37000, update_tokens=25000,
                    bucket=8, fixed_shapes=False, peak_lr=512 ** -0.5 * 4000 ** -0.5,
                    warmup_steps=4000, schedule="noam", label_smoothing=0.1, epochs=0,
                    time_budget_s=0.0, max_steps=100_000, average_last=5, snapshot_every=1389,
@@ -155,7 +170,9 @@ PRESETS: dict[str, dict] = {
     **{f"wmt14-{size}": dict(WMT14_PAPER, **changes) for size, changes in WMT14_SIZES.items()},
 }
 
-DATASETS = ("multi30k", "wmt14")
+DATASETS = ("multi30k", "wmt14", "files")
+DATASET_LANGUAGES = {"multi30k": ("de", "en"), "wmt14": ("en", "de")}   # (source, target)
+FILE_FIELDS = ("pairs", "source", "target", "val", "test")   # the files of a "files" run
 
 # Fields that only say how long to train, how to evaluate and where things go: a run may resume
 # with other values. Every other field must agree between a checkpoint and the run that resumes it.
@@ -168,9 +185,10 @@ RUN_ONLY = frozenset({"epochs", "time_budget_s", "max_steps", "checkpoint_every"
 
 def as_recorded(values: dict) -> dict:
     """A recipe as a results record holds it, with each field added to `Recipe` since at its
-    default, the value that does what the record's code did (`accum_steps=1`: no accumulation):
-    so a record of any age compares with a preset field by field."""
-    return {**asdict(Recipe()), **values}
+    default, the value that does what the record's code did (`accum_steps=1`: no accumulation;
+    the languages: its data set's), so a record of any age compares with a preset field by field."""
+    src, tgt = DATASET_LANGUAGES.get(values.get("dataset", "multi30k"), ("de", "en"))
+    return {**asdict(Recipe()), "src_lang": src, "tgt_lang": tgt, **values}
 
 
 def resume_keys() -> tuple[str, ...]:
@@ -199,11 +217,22 @@ def _coerce(key: str, value, typ: type):
 
 def recipe_from_dict(values: dict, base: Recipe | None = None) -> Recipe:
     """A `Recipe` from `base` (default: the defaults) with `values` replacing fields; a key `preset`
-    picks the base. Unknown keys and wrong types raise `RecipeError`."""
+    picks the base. Unknown keys and wrong types raise `RecipeError`. Files of parallel text
+    (`pairs`, or `source` and `target`) make the dataset "files", which needs `src_lang` and
+    `tgt_lang`; another dataset named brings its own languages."""
     values = dict(values)
     if "preset" in values:
         base = preset(values.pop("preset"))
     base = base or Recipe()
+    if any(values.get(k) for k in ("pairs", "source", "target")) and "dataset" not in values:
+        values["dataset"] = "files"
+    if values.get("dataset") == "files" and base.dataset != "files" and not (
+            {"src_lang", "tgt_lang"} <= set(values)):
+        raise RecipeError("parallel text from files (pairs, or source and target) needs its two "
+                          "languages: src_lang and tgt_lang, e.g. --src-lang fr --tgt-lang en")
+    if values.get("dataset") in DATASET_LANGUAGES:
+        values = dict(zip(("src_lang", "tgt_lang"), DATASET_LANGUAGES[values["dataset"]]),
+                      **values)
     known = {f.name: FIELD_TYPES[f.type] for f in fields(Recipe)}
     unknown = sorted(set(values) - set(known))
     if unknown:
@@ -271,6 +300,7 @@ def validate_recipe(r: Recipe) -> None:
     if r.dataset == "wmt14" and r.train_pairs:
         raise RecipeError("train_pairs applies to multi30k; a wmt14 run trains on its whole token "
                           "store")
+    _check_languages_and_files(r)
     if r.positional not in ("sinusoidal", "learned"):
         raise RecipeError(f"positional must be 'sinusoidal' or 'learned', got {r.positional!r}")
     if not 0.0 <= r.decay_start <= 1.0:
@@ -288,6 +318,48 @@ def validate_recipe(r: Recipe) -> None:
     if not r.out_dir.strip():
         raise RecipeError("out_dir must name a directory, got an empty string")
     _check_device(r.device)
+
+
+def _check_languages_and_files(r: Recipe) -> None:
+    """The languages: two different codes (`check_language_code`), a named dataset's own; the
+    files: those of a "files" run, `pairs` or `source` and `target`, and only there."""
+    for name in ("src_lang", "tgt_lang"):
+        try:
+            check_language_code(getattr(r, name), name)
+        except ValueError as e:
+            raise RecipeError(str(e)) from None
+    if r.src_lang == r.tgt_lang:
+        raise RecipeError(f"src_lang and tgt_lang are both {r.src_lang!r}: a translator needs two "
+                          "languages (for two variants of one, give each its region: en-GB, en-US)")
+    if r.dataset in DATASET_LANGUAGES and (r.src_lang, r.tgt_lang) != DATASET_LANGUAGES[r.dataset]:
+        src, tgt = DATASET_LANGUAGES[r.dataset]
+        raise RecipeError(f"dataset {r.dataset!r} translates {src}→{tgt}, not "
+                          f"{r.src_lang}→{r.tgt_lang}; another language pair trains from files "
+                          "(--pairs FILE.tsv, or --source FILE --target FILE)")
+    given = [name for name in FILE_FIELDS if getattr(r, name)]
+    if r.dataset != "files":
+        if given:
+            raise RecipeError(f"{', '.join(given)} name(s) files of parallel text, which dataset "
+                              f"{r.dataset!r} does not read; --pairs or --source/--target alone "
+                              "choose dataset 'files'")
+        return
+    if bool(r.pairs) == bool(r.source or r.target) or bool(r.source) != bool(r.target):
+        raise RecipeError("dataset 'files' reads its training text from pairs (a tab-separated "
+                          "file: --pairs FILE.tsv) or from source and target (two files of "
+                          "aligned lines: --source FILE --target FILE), one of the two; got "
+                          + (", ".join(f"{k}={getattr(r, k)!r}" for k in ("pairs", "source",
+                                                                          "target")
+                                       if getattr(r, k)) or "none"))
+    try:
+        parse_columns(r.columns)
+    except ValueError as e:
+        raise RecipeError(str(e)) from None
+    if r.heldout < 1:
+        raise RecipeError(f"heldout must be >= 1, got {r.heldout}")
+    if r.max_chars < 0:
+        raise RecipeError(f"max_chars must be >= 0 (0 = no limit), got {r.max_chars}")
+    if not 0 <= r.split_seed < 2**31:
+        raise RecipeError(f"split_seed must be in [0, 2**31), got {r.split_seed}")
 
 
 def _check_device(device: str) -> None:
@@ -311,8 +383,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
     """Command line → (recipe, resume). Precedence: preset, then --config file, then flags."""
     p = argparse.ArgumentParser(prog="python -m transformer_lib.train",
                                 description="Train the Multi30k German→English Transformer of "
-                                            "chapter 18. Defaults shown are the gpu recipe's; a "
-                                            "preset changes some.",
+                                            "chapter 18, or one for your own language pair "
+                                            "(--pairs FILE.tsv, or --source FILE --target FILE, "
+                                            "with --src-lang and --tgt-lang). Defaults shown are "
+                                            "the gpu recipe's; a preset changes some.",
                                 epilog="--export-web DIR: also export the trained translator "
                                        "into DIR for the book's page 'Try the translator' "
                                        "(python -m transformer_lib.export's format; the "
@@ -338,15 +412,14 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
 # %% ../notebooks/A5_recipe.ipynb #cce054df
 def check_resume(recipe: Recipe, ckpt: dict, path) -> None:
     """CheckpointError unless the checkpoint's recipe agrees with `recipe` on every `resume_keys()`
-    field (a field the checkpoint predates counts as its default)."""
+    field (a field the checkpoint predates counts as `as_recorded` fills it)."""
     saved = (ckpt.get("extra") or {}).get("recipe")
     if not isinstance(saved, dict):
         raise CheckpointError(f"checkpoint {path} holds no recipe: it was not written by "
                               "transformer_lib.train")
-    defaults = Recipe()
-    diff = [f"{k}: {saved.get(k, getattr(defaults, k))!r} in the checkpoint, "
-            f"{getattr(recipe, k)!r} now"
-            for k in resume_keys() if saved.get(k, getattr(defaults, k)) != getattr(recipe, k)]
+    saved = as_recorded(saved)
+    diff = [f"{k}: {saved[k]!r} in the checkpoint, {getattr(recipe, k)!r} now"
+            for k in resume_keys() if saved[k] != getattr(recipe, k)]
     if diff:
         raise CheckpointError(f"checkpoint {path} comes from an incompatible recipe "
                               f"({'; '.join(diff)}); resume with the same settings or start a new "

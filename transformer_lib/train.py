@@ -34,6 +34,7 @@ from transformer_lib.data import (
     DataError,
     fetch_all,
     load_multi30k,
+    load_parallel_text,
     save_translator,
 )
 from transformer_lib.engineering import (
@@ -104,11 +105,12 @@ from .multi_head_attention import count_parameters
 # %% auto #0
 __all__ = ['MAX_LEN', 'MODEL_FIELDS', 'TEST_SPLITS', 'TASKS', 'LANGUAGES', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES',
            'model_config', 'build_model', 'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'run', 'prepare',
-           'read_inputs', 'store_path', 'read_wmt14', 'batch_tokens', 'prepare_model', 'compile_choice',
-           'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'snapshot',
-           'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged',
-           'named_remedies', 'finalize', 'choose_weights', 'results_record', 'startup_record', 'report_files',
-           'load_run', 'main', 'bleu_line', 'export_web', 'live_preset', 'reader_commands', 'run_report']
+           'read_inputs', 'read_files', 'task_name', 'store_path', 'read_wmt14', 'batch_tokens', 'prepare_model',
+           'compile_choice', 'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit',
+           'after_step', 'snapshot', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights',
+           'diverged', 'named_remedies', 'finalize', 'choose_weights', 'results_record', 'startup_record',
+           'report_files', 'load_run', 'main', 'bleu_line', 'export_web', 'live_preset', 'reader_commands',
+           'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -272,6 +274,8 @@ def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
                  Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit
                                                               # lands mid-run
     ckpt, text = read_inputs(recipe, s.out_dir, resume)
+    if "about" in text:                  # a "files" run: what was read, left out and held out
+        s.results["data"] = text.pop("about")
     if s.is_main:
         print(f"output directory: {s.out_dir.resolve()}"
               + (" (resuming its run)" if resume else ""), flush=True)
@@ -323,6 +327,8 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
                           "another --out-dir")
     if recipe.dataset == "wmt14":
         return ckpt, read_wmt14(recipe)
+    if recipe.dataset == "files":
+        return ckpt, read_files(recipe)
     fetch_all(MULTI30K_FILES)            # DataError naming every missing or corrupt file at once
     text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
     if recipe.train_pairs:
@@ -330,9 +336,30 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
     return ckpt, text
 
 
-TEST_SPLITS = {"multi30k": "test_2016_flickr", "wmt14": "newstest2014"}   # the test set of each
+TEST_SPLITS = {"multi30k": "test_2016_flickr", "wmt14": "newstest2014", "files": "test"}
 TASKS = {"multi30k": "Multi30k task 1, German→English", "wmt14": "WMT 2014, English→German"}
 LANGUAGES = {"multi30k": ("de", "en"), "wmt14": ("en", "de")}           # (source, target)
+
+
+def read_files(recipe: Recipe) -> dict:
+    """The splits of a "files" run, the reader's own parallel text (appendix A2's
+    `load_parallel_text`; `DataError` names the file and the line of bad input), and under
+    "about" what was read, left out and held out, for the run's record."""
+    text, about = load_parallel_text(
+        recipe.pairs or None, source=recipe.source or None, target=recipe.target or None,
+        columns=recipe.columns, val=recipe.val or None, test=recipe.test or None,
+        heldout=recipe.heldout, seed=recipe.split_seed, max_chars=recipe.max_chars)
+    if recipe.train_pairs:
+        text["train"] = text["train"][:recipe.train_pairs]
+    return {**text, "about": about}
+
+
+def task_name(recipe: Recipe) -> str:
+    "What a run's record calls its task: `TASKS`' words, or the language pair and its files."
+    if recipe.dataset != "files":
+        return TASKS[recipe.dataset]
+    files = recipe.pairs or f"{recipe.source} and {recipe.target}"
+    return f"{recipe.src_lang}→{recipe.tgt_lang}, from {files}"
 
 
 def store_path(recipe: Recipe) -> Path:
@@ -367,7 +394,26 @@ def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     barrier(s.world_size)                              # the others wait for process 0's tokenizer
     s.tokenizer = SubwordTokenizer.load(s.tok_path) if tokenizer is None else tokenizer
     train_ids = encode_pairs(s.tokenizer, text["train"])
+    if r.dataset == "files":                 # the reader's text: a pair may not fit the positions
+        text, train_ids = _within_positions(s, text, train_ids)
     return _batches(s, text, train_ids) + train_ids
+
+
+def _within_positions(s: RunResult, text: dict, train_ids: list) -> tuple[dict, list]:
+    """The pairs of every split whose two sides, with <bos> and <eos>, fit the positional table
+    (MAX_LEN ids), and the training ids of those; how many were left out goes to the record."""
+    def fits(ids):
+        return len(ids[0]) <= MAX_LEN and len(ids[1]) <= MAX_LEN
+
+    keep = [i for i, ids in enumerate(train_ids) if fits(ids)]
+    left_out = {"train": len(train_ids) - len(keep)}
+    text = dict(text, train=[text["train"][i] for i in keep])
+    for split in ("val", "test"):
+        kept = [p for p, ids in zip(text[split], encode_pairs(s.tokenizer, text[split]))
+                if fits(ids)]
+        left_out[split], text[split] = len(text[split]) - len(kept), kept
+    s.results.setdefault("data", {})["over_max_len_tokens"] = left_out
+    return text, [train_ids[i] for i in keep]
 
 
 def _batches(s: RunResult, text: dict, train: Sequence, **options) -> list:
@@ -704,11 +750,12 @@ def finalize(s: RunResult) -> RunResult:
             test_greedy=test[0], test_beam=test[1], startup=startup_record(s)))
         save_translator(s.out_dir / "translator.pt", unwrap_model(s.model), s.tokenizer,
                         info={"record": str(results_path(r)), "weights": chosen,
-                              "git_commit": s.commit or ""})
+                              "git_commit": s.commit or "", "src_lang": r.src_lang,
+                              "tgt_lang": r.tgt_lang})
         # the whole run, as a reader waits for it: data, tokenizer, training, every evaluation
         results["wall_seconds"] = round(time.perf_counter() - s.started_at, 1)
         write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
-        src, tgt = LANGUAGES[r.dataset]
+        src, tgt = r.src_lang, r.tgt_lang
         write_json(s.out_dir / "translations.json",
                    [{src: source, tgt: ref, "greedy": g, "beam": b} for (source, ref), g, b
                     in zip(s.test_pairs, test[0]["hypotheses"], test[1]["hypotheses"])],
@@ -761,7 +808,7 @@ def results_record(recipe: Recipe, provenance: dict, *, parameters: int, trainin
                     bleu_beam_tokenized=test_beam["bleu_tokenized"],
                     tokenized_signature=test_beam["tokenized_signature"])
     return {
-        "task": TASKS[r.dataset], "measured": True, **provenance,
+        "task": task_name(r), "measured": True, **provenance,
         "recipe": asdict(r), "parameters": parameters,
         "training_seconds": round(training_seconds, 2),
         "steps": steps, "epochs": round(epochs, 2), "weights": weights,
