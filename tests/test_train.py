@@ -502,7 +502,8 @@ def test_committed_cpu_record_is_what_the_cpu_30min_preset_runs():
 BEFORE_2X2 = {"vocab_size": 8000, "eval_every": 0, "eval_beam": True,
               "peak_lr": 2e-3}          # the peak until results/rematch-xeon chose 1e-3
 NEW_FIELDS = ("keep_snapshots", "accum_steps", "dataset", "update_tokens", "store_dir",
-              "snapshot_every")                     # added to Recipe after these records
+              "snapshot_every", "src_lang", "tgt_lang", "pairs", "columns", "source", "target",
+              "val", "test", "heldout", "split_seed", "max_chars")  # added after these records
 # the cpu-30min recipe before results/tuning/ chose two layers and the paper's dropout only
 EARLIER_CPU_RECIPE = {"n_layers": 3, "dropout": 0.1, "attn_dropout": 0.1, "ffn_dropout": 0.1,
                       **BEFORE_2X2}
@@ -588,7 +589,7 @@ def test_help_lists_every_flag_with_its_comment_and_default():
                 and f"(default: {getattr(Recipe(), f.name)!r})" in text)
 
 
-ZERO_IS_A_VALUE = {"seed"}              # 0 is a seed like any other, not a setting that turns off
+ZERO_IS_A_VALUE = {"seed", "split_seed"}   # 0 is a seed like any other, not a setting for off
 UNITS = {"time_budget_s": "seconds", "max_steps": "updates", "warmup_steps": "updates",
          "checkpoint_every": "updates", "log_every": "updates", "eval_every": "epochs",
          "epochs": "passes over the training data", "batch_tokens": "positions",

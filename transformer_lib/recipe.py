@@ -336,6 +336,12 @@ def _check_languages_and_files(r: Recipe) -> None:
         raise RecipeError(f"dataset {r.dataset!r} translates {src}→{tgt}, not "
                           f"{r.src_lang}→{r.tgt_lang}; another language pair trains from files "
                           "(--pairs FILE.tsv, or --source FILE --target FILE)")
+    if r.heldout < 1:
+        raise RecipeError(f"heldout must be >= 1, got {r.heldout}")
+    if r.max_chars < 0:
+        raise RecipeError(f"max_chars must be >= 0 (0 = no limit), got {r.max_chars}")
+    if not 0 <= r.split_seed < 2**31:
+        raise RecipeError(f"split_seed must be in [0, 2**31), got {r.split_seed}")
     given = [name for name in FILE_FIELDS if getattr(r, name)]
     if r.dataset != "files":
         if given:
@@ -354,12 +360,6 @@ def _check_languages_and_files(r: Recipe) -> None:
         parse_columns(r.columns)
     except ValueError as e:
         raise RecipeError(str(e)) from None
-    if r.heldout < 1:
-        raise RecipeError(f"heldout must be >= 1, got {r.heldout}")
-    if r.max_chars < 0:
-        raise RecipeError(f"max_chars must be >= 0 (0 = no limit), got {r.max_chars}")
-    if not 0 <= r.split_seed < 2**31:
-        raise RecipeError(f"split_seed must be in [0, 2**31), got {r.split_seed}")
 
 
 def _check_device(device: str) -> None:
