@@ -28,8 +28,7 @@ make_pdf = importlib.util.module_from_spec(_spec)
 sys.modules["make_pdf"] = make_pdf          # its dataclasses look their module up
 _spec.loader.exec_module(make_pdf)
 
-needs_chromium = pytest.mark.skipif(make_pdf.check_site.find_chromium(None) is None,
-                                    reason="no Chromium installed")
+needs_chromium = pytest.mark.needs_browser("chromium", make_pdf.check_site.find_chromium(None))
 needs_pdftotext = pytest.mark.skipif(shutil.which("pdftotext") is None,
                                      reason="no pdftotext (Debian: poppler-utils)")
 

@@ -23,8 +23,7 @@ check_site = importlib.util.module_from_spec(_spec)
 sys.modules["check_site"] = check_site   # its dataclasses look their module up
 _spec.loader.exec_module(check_site)
 
-needs_chromium = pytest.mark.skipif(check_site.find_chromium(None) is None,
-                                    reason="no Chromium installed")
+needs_chromium = pytest.mark.needs_browser("chromium", check_site.find_chromium(None))
 
 
 def _png(width: int = 2, height: int = 2) -> bytes:

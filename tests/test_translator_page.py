@@ -18,8 +18,8 @@ _spec = importlib.util.spec_from_file_location("check_translator",
 check_translator = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_translator)
 
-needs_chromium = pytest.mark.skipif(check_translator.check_site.find_chromium(None) is None,
-                                    reason="no Chromium installed")
+needs_chromium = pytest.mark.needs_browser("chromium",
+                                           check_translator.check_site.find_chromium(None))
 needs_assets = pytest.mark.skipif(
     not (STATIC / "vendor" / "ort.wasm.min.mjs").is_file()
     or not (STATIC / "model" / "manifest.json").is_file(),
