@@ -1,5 +1,6 @@
-// The page "Try the translator" (book/translator.md): the book's German->English Transformer, run in
-// the reader's browser by ONNX Runtime Web (WebAssembly) from the graphs that
+// The page "Try the translator" (book/translator.md): the book's German->English Transformer (or a
+// translator the reader exported, in whatever languages its manifest names), run in the reader's
+// browser by ONNX Runtime Web (WebAssembly) from the graphs that
 // transformer_lib.export writes, with the tokenizer's own tokenizer.json read by tokenizers.js.
 // Greedy and beam search are chapter 15's algorithms, step for step, on the decoder step graph with
 // its key/value cache; the prefix graph, run once over the chosen translation, gives the attention
@@ -12,12 +13,14 @@
 //   window.attentionDerived.translate(text, {beam: 1 | 4})
 //       -> Promise of {translation, source_ids, source_tokens, target_ids, target_tokens,
 //                      attention: {encoder, decoder, cross}}, each attention [layer][head][query][key]
-//   window.attentionDerived.load(files)    Promise: open an exported translator (File objects)
+//   window.attentionDerived.load(files)    Promise: open an exported translator (File objects);
+//                                          the sessions of the one it replaces are released
+//   window.attentionDerived.liveSessions   ONNX Runtime sessions not yet released
 import * as ort from "./vendor/ort.wasm.min.mjs";
 import { Tokenizer } from "./vendor/tokenizers.min.mjs";
 
 const HERE = new URL(".", import.meta.url);
-const FORMAT = "attention-derived/web-translator-1";
+const FORMAT = "attention-derived/web-translator-2";
 const MODEL_FILES = ["manifest.json", "tokenizer.json", "encoder.onnx", "decoder_step.onnx",
                      "decoder.onnx", "weights.bin"];
 const PARAMS = new URLSearchParams(location.search);
@@ -27,29 +30,94 @@ const SVG = "http://www.w3.org/2000/svg";
 // does not): WebAssembly threads need SharedArrayBuffer, which only an isolated page has.
 ort.env.wasm.wasmPaths = new URL("vendor/", HERE).href;
 ort.env.wasm.numThreads = self.crossOriginIsolated
-  ? Math.max(1, Number(PARAMS.get("threads")) || Math.min(4, navigator.hardwareConcurrency || 1))
+  ? Math.min(16, Math.max(1, Math.floor(Number(PARAMS.get("threads"))) ||
+                             Math.min(4, navigator.hardwareConcurrency || 1)))
   : 1;
 ort.env.logLevel = "error";
 
 // ------------------------------------------------------------------------------------------------
-// Loading an exported translator: six files, read by name.
+// Loading an exported translator: six files, read by name, each checked against the size and
+// SHA-256 that its manifest lists before it is used, so that the files of two exports (or a file
+// cut short) are never run together. Every message names the file.
+let liveSessions = 0;
+
+function parseJson(name, buffer) {
+  try {
+    return JSON.parse(new TextDecoder().decode(buffer));
+  } catch (e) {
+    throw new Error(`${name} is not JSON (${e.message}): it is not the ${name} of an export`);
+  }
+}
+
+function formatBytes(n) { return Number(n).toLocaleString("en-US"); }
+
+async function verify(name, data, listed) {
+  if (data.byteLength !== listed.bytes) {
+    throw new Error(`${name} is ${formatBytes(data.byteLength)} bytes; manifest.json says ` +
+                    `${formatBytes(listed.bytes)}: the files come from different exports, or one ` +
+                    "was cut short. Export the translator again and open all six files.");
+  }
+  if (!self.crypto?.subtle) return;          // only outside a secure context (plain http)
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", data));
+  const hex = Array.from(digest, b => b.toString(16).padStart(2, "0")).join("");
+  if (hex !== listed.sha256) {
+    throw new Error(`${name} is not the file that manifest.json lists (its SHA-256 differs): ` +
+                    "the files come from different exports. Export the translator again and " +
+                    "open all six files.");
+  }
+}
+
 async function loadTranslator(read) {
-  const manifest = JSON.parse(new TextDecoder().decode(await read("manifest.json")));
-  if (manifest.format !== FORMAT) {
+  const manifest = parseJson("manifest.json", await read("manifest.json"));
+  if (manifest?.format !== FORMAT) {
+    const old = String(manifest?.format).startsWith("attention-derived/web-translator-");
     throw new Error(`manifest.json is not an exported translator of format ${FORMAT} ` +
-                    `(it says ${JSON.stringify(manifest.format)})`);
+                    `(it says ${JSON.stringify(manifest?.format)})` +
+                    (old ? ": an older transformer_lib wrote it; export the translator again" : ""));
   }
-  const tokenizerJson = JSON.parse(new TextDecoder().decode(await read("tokenizer.json")));
-  const [encoderGraph, stepGraph, decoderGraph, weights] = await Promise.all(
-    ["encoder.onnx", "decoder_step.onnx", "decoder.onnx", "weights.bin"].map(
-      async name => new Uint8Array(await read(name))));
+  const unlisted = MODEL_FILES.slice(1).filter(name => !manifest.files?.[name]);
+  if (unlisted.length) {
+    throw new Error(`manifest.json does not list ${unlisted.join(", ")}: export the translator again`);
+  }
+  const data = {};
+  await Promise.all(MODEL_FILES.slice(1).map(async name => {
+    data[name] = new Uint8Array(await read(name));
+    await verify(name, data[name], manifest.files[name]);
+  }));
+  const tokenizerJson = parseJson("tokenizer.json", data["tokenizer.json"]);
   const options = { executionProviders: ["wasm"], graphOptimizationLevel: "all",
-                    externalData: [{ path: "weights.bin", data: weights }] };
+                    externalData: [{ path: "weights.bin", data: data["weights.bin"] }] };
+  // Each session reads its own copy of the weights: ONNX Runtime Web mounts the external data for
+  // one InferenceSession.create and unmounts it after, and its SessionOptions offer no way to
+  // share initializers between sessions (the C API's AddInitializer and prepacked-weights
+  // container are not in it; see onnxruntime-web's lib/wasm/wasm-core-impl.ts, createSession).
   const sessions = [];
-  for (const graph of [encoderGraph, stepGraph, decoderGraph]) {
-    sessions.push(await ort.InferenceSession.create(graph, options));
+  try {
+    for (const name of ["encoder.onnx", "decoder_step.onnx", "decoder.onnx"]) {
+      try {
+        sessions.push(await ort.InferenceSession.create(data[name], options));
+        liveSessions++;
+      } catch (e) {
+        throw new Error(`${name} is not an ONNX graph this page can run (${e.message})`);
+      }
+    }
+  } catch (e) {
+    await releaseAll(sessions);
+    throw e;
   }
-  return new Translator(manifest, tokenizerJson, ...sessions);
+  try {
+    return new Translator(manifest, tokenizerJson, ...sessions);
+  } catch (e) {
+    await releaseAll(sessions);
+    throw new Error(`tokenizer.json is not a tokenizer this page can read (${e.message})`);
+  }
+}
+
+async function releaseAll(sessions) {
+  for (const session of sessions) {
+    await session.release();
+    liveSessions--;
+  }
 }
 
 async function fetchFile(base, name) {
@@ -69,12 +137,24 @@ function fromFiles(files) {
   return name => byName.get(name).arrayBuffer();
 }
 
+function languageName(code) {
+  try {
+    return new Intl.DisplayNames(["en"], { type: "language" }).of(code) || code;
+  } catch {
+    return code;
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // The translator: tokenizer, the two graphs, greedy and beam search.
 class Translator {
   constructor(manifest, tokenizerJson, encoder, step, decoder) {
     this.manifest = manifest;
     this.special = manifest.special_ids;
+    const languages = manifest.languages || { source: "de", target: "en" };
+    this.languages = { source: languages.source, target: languages.target,
+                       sourceName: languageName(languages.source),
+                       targetName: languageName(languages.target) };
     // The package spells a typed "<eos>" out as characters (its tokenizer encodes special tokens
     // as text); tokenizers.js does the same when the file lists no added tokens.
     this.tokenizer = new Tokenizer({ ...tokenizerJson, added_tokens: [] }, {});
@@ -83,11 +163,27 @@ class Translator {
     this.encoder = encoder;
     this.step = step;
     this.decoder = decoder;
+    this.released = false;
+  }
+
+  async release() {                   // the three sessions' WebAssembly memory, back to the runtime
+    if (this.released) return;
+    this.released = true;
+    await releaseAll([this.encoder, this.step, this.decoder]);
+  }
+
+  // The most tokens the decoder writes for a source of S ids: the package's
+  // decoding.max_new_tokens, S + source_plus within at_most, with the manifest's numbers.
+  maxNewTokens(S) {
+    const limit = this.manifest.max_new_tokens;
+    return Math.min(S + limit.source_plus, limit.at_most);
   }
 
   source(text) {
     if (typeof text !== "string") throw new Error("text must be a string");
-    if (!text.trim()) throw new Error("Type a German sentence first: the text is empty.");
+    if (!text.trim()) {
+      throw new Error(`Type a ${this.languages.sourceName} sentence first: the text is empty.`);
+    }
     if (/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(^|[^\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text)) {
       throw new Error("The text holds a lone UTF-16 surrogate, which is no character: remove it.");
     }
@@ -216,13 +312,14 @@ class Translator {
     if (beam !== 1 && beam !== this.manifest.beam_size) {
       throw new Error(`beam must be 1 (greedy) or ${this.manifest.beam_size}, got ${beam}`);
     }
-    const src = this.source(text);
-    const started = performance.now();
     if (decoder !== "step" && decoder !== "prefix") {
       throw new Error(`decoder must be "step" or "prefix", got ${JSON.stringify(decoder)}`);
     }
+    if (this.released) throw new Error("This translator was closed: another one was opened.");
+    const src = this.source(text);
+    const started = performance.now();
     const encoded = await this.encode(src.ids), prefix = decoder === "prefix";
-    const maxNew = Math.min(src.ids.length + 50, this.manifest.max_len - 1);
+    const maxNew = this.maxNewTokens(src.ids.length);
     let ids = beam === 1 ? await this.greedy(encoded, maxNew, prefix)
                          : await this.beam(encoded, maxNew, beam, this.manifest.length_penalty,
                                            prefix);
@@ -231,12 +328,15 @@ class Translator {
     const searched = performance.now();
     const inputs = ids.slice(0, -1);                  // what the decoder read: bos .. before eos
     const { self, cross } = await this.decode([inputs], encoded.memory);
+    const mapped = performance.now();
     return {
       translation: this.text(ids),
       source_ids: src.ids, source_tokens: src.tokens,
       target_ids: ids, target_tokens: ids.map(i => this.pieces[i]),
       attention: { encoder: nested(encoded.attention), decoder: nested(self), cross: nested(cross) },
-      milliseconds: { search: searched - started, total: performance.now() - started },
+      max_new_tokens: maxNew,
+      milliseconds: { search: searched - started, maps: mapped - searched,
+                      total: performance.now() - started },
     };
   }
 }
@@ -279,12 +379,17 @@ function nested(tensor) {
 // The page: text box, examples, the explorer.
 const KINDS = {
   encoder: { name: "Encoder self-attention", rows: "source", cols: "source",
-             read: "each row is a German token reading every German token" },
+             read: "each row is a token of the {src} sentence, reading every token of it" },
   decoder: { name: "Decoder self-attention", rows: "target", cols: "target",
-             read: "each row is an English input position reading itself and the ones before it" },
+             read: "each row is a step of the {tgt} output, reading its own input and those before it" },
   cross: { name: "Cross-attention", rows: "target", cols: "source",
-           read: "each row is an English input position reading the German sentence" },
+           read: "each row is a step of the {tgt} output, reading the {src} sentence" },
 };
+
+// Resolves once the changes made before it are on screen: after the next frame is drawn.
+function nextPaint() {
+  return new Promise(resolve => requestAnimationFrame(() => setTimeout(resolve, 0)));
+}
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -357,7 +462,7 @@ class Page {
     this.root = root;
     this.busy = false;
     this.result = null;
-    this.view = { kind: PARAMS.get("view") in KINDS ? PARAMS.get("view") : "cross",
+    this.view = { kind: Object.hasOwn(KINDS, PARAMS.get("view") ?? "") ? PARAMS.get("view") : "cross",
                   layer: Math.max(0, (Number(PARAMS.get("layer")) || 1) - 1),
                   head: Math.max(0, (Number(PARAMS.get("head")) || 1) - 1) };
     this.build();
@@ -376,23 +481,25 @@ class Page {
     this.button = el("button", { id: "ad-translate", type: "button", text: "Translate" });
     this.button.disabled = true;
     this.output = el("p", { id: "ad-output", lang: "en" });
+    this.outputLabel = el("p", { class: "ad-output-label", text: "English:" });
     this.explorer = el("div", { id: "ad-explorer" });
     this.files = el("input", { id: "ad-files", type: "file", multiple: "",
                                accept: ".json,.onnx,.bin" });
     this.reset = el("button", { id: "ad-book-model", type: "button",
                                 text: "Back to the book's translator" });
     this.reset.hidden = true;
+    this.ownStatus = el("p", { id: "ad-own-status", role: "status", "aria-live": "polite" });
     this.snapshots = el("div", { id: "ad-snapshots" });
     r.append(
       el("div", { class: "ad-input" }, this.source, this.examples),
       el("div", { class: "ad-controls" }, this.beam, this.button),
-      el("p", { class: "ad-output-label", text: "English:" }), this.output, this.status,
+      this.outputLabel, this.output, this.status,
       this.explorer, this.snapshots,
       el("details", { class: "ad-own" }, el("summary", { text: "Open your own translator" }),
          el("p", { text: "Select the six files of an exported translator (manifest.json, " +
                          "tokenizer.json, encoder.onnx, decoder_step.onnx, decoder.onnx, " +
                          "weights.bin)." }),
-         this.files, this.reset));
+         this.files, this.reset, this.ownStatus));
     this.button.addEventListener("click", () => this.run());
     this.source.addEventListener("keydown", e => {
       if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); this.run(); }
@@ -402,7 +509,11 @@ class Page {
   }
 
   describe(t) {
-    const m = t.manifest, src = m.source || {};
+    const m = t.manifest, src = m.source || {}, lang = t.languages;
+    this.source.lang = lang.source;
+    this.source.setAttribute("aria-label", `${lang.sourceName} sentence to translate`);
+    this.output.lang = lang.target;
+    this.outputLabel.textContent = `${lang.targetName}:`;
     this.beam.replaceChildren(el("option", { value: "1", text: "greedy" }),
                               el("option", { value: String(m.beam_size),
                                              text: `beam ${m.beam_size}, \u03b1 = ${m.length_penalty}` }));
@@ -425,6 +536,7 @@ class Page {
 
   async run() {
     if (this.busy || !api.translator) return;        // a second click starts no second run
+    const clicked = performance.now();
     this.busy = true;
     api.runs++;
     this.button.disabled = true;
@@ -436,12 +548,21 @@ class Page {
       this.output.textContent = result.translation;
       this.status.textContent = `${beam === 1 ? "Greedy" : "Beam search"}: ` +
         `${result.target_ids.length - 1} tokens in ${Math.round(result.milliseconds.total)} ms.`;
+      const translated = performance.now();
       this.draw();
       this.drawSnapshots();
+      await nextPaint();
+      const drawn = performance.now(), ms = result.milliseconds;
+      // what a reader waits for, from the click to the maps on screen (the checks measure it)
+      this.root.dispatchEvent(new CustomEvent("attention-derived:drawn", { detail: {
+        click_to_maps: drawn - clicked, search: ms.search, maps: ms.maps,
+        draw: drawn - translated } }));
     } catch (e) {
       this.output.textContent = "";
       this.status.textContent = e.message;
       this.explorer.replaceChildren();
+      this.root.dispatchEvent(new CustomEvent("attention-derived:drawn",
+                                              { detail: { error: e.message } }));
     } finally {
       this.busy = false;
       this.button.disabled = false;
@@ -450,20 +571,31 @@ class Page {
 
   async open(files) {
     this.button.disabled = true;
-    this.status.textContent = files ? "Opening your translator\u2026" : "Loading the translator\u2026";
+    const names = files ? [...files].map(f => f.name).join(", ") : "";
+    this.ownStatus.textContent = files ? `Checking and opening ${names}\u2026`
+                                       : "Loading the book's translator\u2026";
     try {
       const t = await api.load(files);
       this.status.textContent = this.describe(t);
+      this.ownStatus.textContent = files ? `Opened: ${this.status.textContent}` : "";
       this.reset.hidden = !files;
       this.result = null;
       this.output.textContent = "";
       this.explorer.replaceChildren();
       this.snapshots.replaceChildren();
     } catch (e) {
-      this.status.textContent = e.message;
+      const said = /[.!?)]$/.test(e.message) ? e.message : `${e.message}.`;
+      this.ownStatus.textContent = `${said} ` +
+        (api.translator === api.book ? "The book's translator is still the one in use."
+                                     : "Your translator opened before is still the one in use.");
     } finally {
       this.button.disabled = !api.translator;
     }
+  }
+
+  read(kind) {
+    const lang = api.translator.languages;
+    return KINDS[kind].read.replaceAll("{src}", lang.sourceName).replaceAll("{tgt}", lang.targetName);
   }
 
   labels(kind) {
@@ -506,7 +638,7 @@ class Page {
       } });
     this.explorer.replaceChildren(tabs,
       el("p", { class: "ad-caption", text: `${KINDS[v.kind].name}, layer ${v.layer + 1}, head ` +
-        `${v.head + 1}: ${KINDS[v.kind].read}. Darker is more weight; each row sums to 1.` }),
+        `${v.head + 1}: ${this.read(v.kind)}. Darker is more weight; each row sums to 1.` }),
       el("div", { class: "ad-views" }, grid, el("div", { class: "ad-big" }, big, hover)));
   }
 
@@ -548,6 +680,7 @@ const api = {
   translator: null, book: null, snapshots: null, files: MODEL_FILES,
   runs: 0,                     // translations the page itself started (button, example, Enter)
   threads: ort.env.wasm.numThreads,
+  get liveSessions() { return liveSessions; },
   tokenize(text) {                                   // the source ids and tokens, as in Python
     if (!api.translator) throw new Error("The translator has not loaded.");
     return api.translator.source(text);
@@ -563,8 +696,9 @@ const api = {
   },
   load(files) {
     const run = queue.then(async () => {
-      if (!files) { api.translator = api.book; return api.book; }
-      api.translator = await loadTranslator(fromFiles(files));
+      const previous = api.translator;
+      api.translator = files ? await loadTranslator(fromFiles(files)) : api.book;
+      if (previous && previous !== api.book && previous !== api.translator) await previous.release();
       return api.translator;
     });
     queue = run.catch(() => {});
