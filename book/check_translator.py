@@ -1,12 +1,16 @@
-"""Check the page "Try the translator" in headless Chromium against the PyTorch translator.
+"""Check the page "Try the translator" in headless Chromium and Firefox against the PyTorch
+translator, and the two browsers against each other.
 
     python book/check_translator.py [SITE] [--page book/translator.html] [--quick]
+                                    [--browsers chromium,firefox] [--own DIR] [--shots DIR]
     python book/check_translator.py --harness [--benchmark results/translator-page-cpu.json]
 
 SITE is a built book (default book/_build/html); `--harness` checks the page's files
 (book/_static/translator, with the exported model in model/) on a one-element page of its own, so
-no book build is needed. The page is served over HTTP on 127.0.0.1 (book/check_site.py's server and
-DevTools client) and driven through its documented contract, `window.attentionDerived`:
+no book build is needed. The page is served on 127.0.0.1 by book/serve.py's server (cross-origin
+isolated and gzip-compressed, as `make serve` serves it; the page runs on one thread here), and
+driven through its documented contract, `window.attentionDerived`, in each browser in turn
+(book/browsers.py: Chromium over the DevTools protocol, Firefox over WebDriver BiDi):
 
 * tokens: the page's source ids and tokens equal `tok.encode(text, add_eos=True)` and
   `tok.tokens(text, add_eos=True)` on all 1,000 sentences of test_2016_flickr;
@@ -17,21 +21,33 @@ DevTools client) and driven through its documented contract, `window.attentionDe
   teacher-forced on the page's own output;
 * bad input: empty and blank text, a sentence past the length limit, a lone surrogate, emoji,
   Cyrillic and right-to-left text, typed HTML (shown as text, never run), a second click while a
-  translation runs, a set of files that is not an exported translator, and the page opened from a
-  file (one line saying how to serve it);
-* `--own DIR`: the file picker opens the exported translator in DIR, and its translation equals
-  what ONNX Runtime gives in Python for the same files.
+  translation runs, query strings the page does not know (`?view=toString`), and the page opened
+  from a file (one line saying how to serve it);
+* the file picker: files that are not an exported translator (a file missing, a file that is not
+  JSON, a graph that does not parse, a file of another size or SHA-256 than the manifest lists, a
+  manifest of an older format) each get a message naming the file; the page's own model files
+  open, translate as ONNX Runtime does in Python, and opened five times in a row leave only the
+  last one's sessions alive (the page's memory is measured before and after); `--own DIR` opens
+  the exported translator in DIR the same way;
+* the page's console shows no error, no script throws, nothing is loaded from another host, and
+  no request fails;
+* with two browsers: Firefox's tokens, greedy and beam outputs and attention weights are those of
+  Chromium, bit for bit.
 
-`--quick` checks 100 sentences instead of 1,000 (and beam on 20). `--benchmark FILE` also measures,
-one thread each: the time until `ready`, every byte the page loaded, and the median greedy latency
-per test sentence in the page against PyTorch eager on the same machine; it writes FILE.
-Exits non-zero on any failure. Needs the package (torch) and the data for the references.
+`--quick` checks 100 sentences instead of 1,000 (beam against PyTorch on 20). `--benchmark FILE`
+also measures, in each browser, one thread each: every byte the page transferred until it was
+ready (as the server sent it, compressed), the time until `ready`, and for each of 100 test
+sentences the time from the click on Translate to the drawn maps (search, the maps pass and
+drawing) beside PyTorch's greedy search of the same sentence; and the page's memory; it writes
+FILE. Exits non-zero on any failure. Needs the package (torch) and the data for the references.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
+import platform
 import shutil
 import statistics
 import sys
@@ -42,12 +58,23 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STATIC = HERE / "_static" / "translator"
-_spec = importlib.util.spec_from_file_location("check_site", HERE / "check_site.py")
-check_site = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("check_site", check_site)
-_spec.loader.exec_module(check_site)
+
+
+def _load(name: str):
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+check_site = _load("check_site")
+browsers = _load("browsers")
+serve = _load("serve")
+BROWSERS = ("chromium", "firefox")
 
 HARNESS = """<!doctype html><html><head><meta charset="utf-8"><title>translator</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="_static/translator/translator.css"></head><body>
 <div id="ad-translator" data-examples='["Ein Hund rennt."]'><p class="ad-loading">Loading</p></div>
 <script src="_static/translator/boot.js"></script></body></html>"""
@@ -61,19 +88,15 @@ def harness_site(tmp: Path) -> tuple[Path, str]:
 
 
 class Page:
-    """One page in headless Chromium, with its network traffic counted."""
+    """The translator's page in one browser (book/browsers.py)."""
 
-    def __init__(self, dt, url: str):
-        self.dt, self.url = dt, url
-        dt.call("Network.enable")
-        dt.call("Runtime.enable")
-        dt.call("Page.enable")
+    def __init__(self, browser, url: str):
+        self.browser, self.url = browser, url
         self.t0 = time.perf_counter()
-        dt.call("Page.navigate", url=url)
-        dt.wait_for("Page.loadEventFired")
+        browser.goto(url)
 
     def js(self, expression: str):
-        return self.dt.evaluate(expression)
+        return self.browser.evaluate(expression)
 
     def call(self, expression: str):
         """The value of an async expression, or {'error': message} when it rejects."""
@@ -82,7 +105,7 @@ class Page:
                        "isError: e instanceof Error}; } })()")
 
     def wait_ready(self) -> float:
-        for _ in range(600):
+        for _ in range(1200):
             if self.js("!!(window.attentionDerived && window.attentionDerived.ready)"):
                 break
             time.sleep(0.05)
@@ -91,52 +114,38 @@ class Page:
             raise RuntimeError(f"the page's translator did not load: {result}")
         return time.perf_counter() - self.t0
 
-    def bytes_loaded(self) -> dict[str, int]:
-        """Bytes of every response the page received, by URL (Network.loadingFinished)."""
-        urls, sizes = {}, {}
-        for event in self.dt.events:
-            p = event.get("params", {})
-            if event["method"] == "Network.responseReceived":
-                urls[p["requestId"]] = p["response"]["url"]
-            elif event["method"] == "Network.dataReceived":
-                sizes[p["requestId"]] = sizes.get(p["requestId"], 0) + p["dataLength"]
-        return {urls.get(k, k): v for k, v in sizes.items()}
-
-    def exceptions(self) -> list[str]:
-        return [e["params"]["exceptionDetails"].get("text", "") + " " + str(
-            e["params"]["exceptionDetails"].get("exception", {}).get("description", ""))[:200]
-                for e in self.dt.events if e["method"] == "Runtime.exceptionThrown"]
-
 
 class Checks:
     def __init__(self):
         self.failures: list[str] = []
         self.notes: list[str] = []
+        self.prefix = ""
 
     def check(self, ok: bool, what: str) -> None:
-        (self.notes if ok else self.failures).append(("ok   " if ok else "FAIL ") + what)
-        print(("ok   " if ok else "FAIL ") + what, flush=True)
+        line = ("ok   " if ok else "FAIL ") + self.prefix + what
+        (self.notes if ok else self.failures).append(line)
+        print(line, flush=True)
 
 
-def references(n: int, n_beam: int):
-    """The shipped translator, its tokenizer, the test sentences and PyTorch's outputs."""
+def references(n: int):
+    """The shipped translator, its tokenizer, the test sentences and PyTorch's greedy outputs."""
     import torch
 
     from transformer_lib import load_translator
     from transformer_lib.data import load_multi30k, records_dir
-    from transformer_lib.export import translate_one
     torch.set_num_threads(1)
     model, tok, _ = load_translator()
     german = [de for de, _ in load_multi30k("test_2016_flickr")][:n]
     samples = json.loads((records_dir() / "multi30k-cpu-30min.samples.json").read_text())
-    return model, tok, german, samples["greedy"][:n], samples["length_penalty"], translate_one
+    return model, tok, german, samples["greedy"][:n], samples["length_penalty"]
 
 
-def check_tokens(page: Page, tok, german: list[str], checks: Checks) -> None:
+def check_tokens(page: Page, tok, german: list[str], checks: Checks) -> list:
     got = page.call(f"{json.dumps(german)}.map(t => window.attentionDerived.tokenize(t))")
     same = sum(g["ids"] == tok.encode(t, add_eos=True)
                and g["tokens"] == tok.tokens(t, add_eos=True) for g, t in zip(got, german))
     checks.check(same == len(german), f"tokens equal the package's on {same} of {len(german)}")
+    return got
 
 
 def translate_all(page: Page, texts: list[str], beam: int) -> list[dict]:
@@ -150,27 +159,30 @@ def translate_all(page: Page, texts: list[str], beam: int) -> list[dict]:
     return out
 
 
-def check_translations(page, model, tok, german, greedy, alpha, translate_one, n_beam, checks):
+def check_translations(page, model, tok, german, greedy, alpha, n_beam, checks) -> dict:
+    from transformer_lib.export import translate_one
     got = translate_all(page, german, 1)
     same = sum(g["translation"] == ref for g, ref in zip(got, greedy))
     checks.check(same >= 0.99 * len(german),
                  f"greedy translations equal PyTorch's on {same} of {len(german)} (99% needed)")
     for i, (g, ref) in enumerate(zip(got, greedy)):
         if g["translation"] != ref:
-            print("     " + why_different(model, tok, german[i], g["target_ids"], translate_one))
+            print("     " + why_different(model, tok, german[i], g["target_ids"]))
     beam_size = page.js("window.attentionDerived.book.manifest.beam_size")
-    got = translate_all(page, german[:n_beam], beam_size)
+    beams = translate_all(page, german, beam_size)
     ref = [translate_one(model, tok, t, beam_size, alpha) for t in german[:n_beam]]
-    same = sum(g["target_ids"] == r for g, r in zip(got, ref))
+    same = sum(g["target_ids"] == r for g, r in zip(beams, ref))
     checks.check(same == n_beam, f"beam {beam_size} (alpha {alpha}) equals PyTorch's on {same} "
                                  f"of {n_beam}")
-    return got
+    return {"greedy": [g["target_ids"] for g in got], "beam": [g["target_ids"] for g in beams]}
 
 
-def why_different(model, tok, text: str, page_ids: list[int], translate_one) -> str:
+def why_different(model, tok, text: str, page_ids: list[int]) -> str:
     """Where the page's greedy output leaves PyTorch's, and PyTorch's logits there: the margin of
     its choice over the page's (a margin near 0 is a tie that rounding decides)."""
     import torch
+
+    from transformer_lib.export import translate_one
     ref = translate_one(model, tok, text)
     p = next((k for k, (a, b) in enumerate(zip(ref, page_ids)) if a != b), None)
     if p is None:
@@ -183,13 +195,14 @@ def why_different(model, tok, text: str, page_ids: list[int], translate_one) -> 
             f"{tok.tokenizer.id_to_token(page_ids[p])!r} by {margin:.2e} in logits")
 
 
-def check_attention(page, model, tok, german: list[str], checks: Checks) -> None:
+def check_attention(page, model, tok, german: list[str], checks: Checks) -> list:
     import torch
 
     from transformer_lib.export import keeping_weights
-    worst = 0.0
+    worst, pages = 0.0, []
     for text in german:
         got = page.call(f"window.attentionDerived.translate({json.dumps(text)}, {{beam: 1}})")
+        pages.append(got["attention"])
         src = torch.tensor([got["source_ids"]])
         tgt = torch.tensor([got["target_ids"][:-1]])
         with torch.no_grad(), keeping_weights(model):
@@ -202,6 +215,7 @@ def check_attention(page, model, tok, german: list[str], checks: Checks) -> None
             worst = max(worst, float((page_w - torch.stack(layers)).abs().max()))
     checks.check(worst < 1e-4, f"attention within 1e-4 of PyTorch's on {len(german)} sentences "
                                f"(largest difference {worst:.1e})")
+    return pages
 
 
 BAD = {  # text -> what the promise must do: "reject" or "translate"
@@ -247,130 +261,363 @@ def check_bad_input(page: Page, checks: Checks) -> None:
                  "the translation is shown in #ad-output")
 
 
-def wait_status(page: Page) -> str:
-    for _ in range(400):
-        text = page.js("document.getElementById('ad-status').textContent")
-        if not text.startswith(("Translating", "Opening", "Loading")):
+BUSY = ("Translating", "Opening", "Loading", "Checking")
+
+
+def wait_status(page: Page, selector: str = "#ad-status") -> str:
+    for _ in range(600):
+        text = page.js(f"(document.querySelector({json.dumps(selector)}) || {{}}).textContent "
+                       "|| ''")
+        if not text.startswith(BUSY):
             return text
         time.sleep(0.05)
     return text
 
 
-def check_files(page: Page, own: Path | None, checks: Checks) -> None:
-    """The file picker: a set of files that is not a translator, then (with `own`) a real one."""
-    doc = page.dt.call("DOM.getDocument")
-    node = page.dt.call("DOM.querySelector", nodeId=doc["root"]["nodeId"], selector="#ad-files")
-    tmp = Path(tempfile.mkdtemp())
-    (tmp / "manifest.json").write_text("{}")
-    page.dt.call("DOM.setFileInputFiles", nodeId=node["nodeId"], files=[str(tmp / "manifest.json")])
-    time.sleep(0.2)
-    message = wait_status(page)
-    checks.check("missing" in message and "weights.bin" in message,
-                 f"files that are not a translator: {message!r}")
+def wait_opened(page: Page) -> str:
+    """The file picker's message once the page has finished with the files it was given."""
+    page.call("window.attentionDerived.loading.catch(() => null)")
+    return wait_status(page, "#ad-own-status")
+
+
+def choose(page: Page, files: list[Path]) -> str:
+    """Give the file picker `files` and return the message it shows."""
+    # an input given the files it holds already fires no change event: empty it first
+    page.js("window.attentionDerived.loading = null; "
+            "document.getElementById('ad-files').value = ''; true")
+    page.browser.set_files("#ad-files", files)
+    for _ in range(200):                      # the input's change event starts the loading
+        if page.js("window.attentionDerived.loading !== null"):
+            return wait_opened(page)
+        time.sleep(0.05)
+    raise RuntimeError(f"the file picker did not start opening {[f.name for f in files]}")
+
+
+def broken_exports(model_dir: Path, tmp: Path) -> dict[str, tuple[Path, list[str]]]:
+    """Sets of files that are not an export the page can run, each with the words its message
+    must hold: {what: (folder, words)}."""
+    from transformer_lib.export import FILES
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    sets = {}
+
+    def folder(name: str, change: dict[str, bytes], relist: bool = False, words=()):
+        out = tmp / name
+        out.mkdir()
+        for f in FILES:
+            data = change.get(f)
+            (out / f).write_bytes(data if data is not None else (model_dir / f).read_bytes())
+        if relist:                                  # a manifest that lists the changed files
+            m = json.loads((out / "manifest.json").read_text())
+            for f, data in change.items():
+                if f != "manifest.json":
+                    m["files"][f] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            (out / "manifest.json").write_text(json.dumps(m))
+        sets[name] = (out, list(words))
+
+    one = tmp / "one"
+    one.mkdir()
+    (one / "manifest.json").write_text("{}")
+    sets["a file alone"] = (one, ["missing", "weights.bin"])
+    text = {f: b"hello, not a translator" for f in FILES}
+    folder("text in every file", text, words=["manifest.json is not JSON"])
+    folder("a graph that does not parse", {"encoder.onnx": b"\x08\x07 not a graph " * 40},
+           relist=True, words=["encoder.onnx is not an ONNX graph"])
+    folder("a cut weights file", {"weights.bin": b"12345678"},
+           words=["weights.bin is 8 bytes", f"{manifest['files']['weights.bin']['bytes']:,}"])
+    size = manifest["files"]["tokenizer.json"]["bytes"]
+    tokenizer = (model_dir / "tokenizer.json").read_bytes()
+    folder("a file of another export", {"tokenizer.json": tokenizer[:size - 1] + b" "},
+           words=["tokenizer.json", "SHA-256"])
+    old = dict(manifest, format="attention-derived/web-translator-1")
+    folder("an older format", {"manifest.json": json.dumps(old).encode()},
+           words=["older transformer_lib", "export the translator again"])
+    return sets
+
+
+# Run before the page's scripts: keeps every WebAssembly.Memory the page creates (ONNX Runtime's
+# heap is one, made by its JavaScript), so that the heap's size can be read: a heap grows when the
+# runtime needs more memory and never shrinks, so sessions that are not released show as growth.
+MEMORY_PROBE = """(() => {
+  const memories = [];
+  WebAssembly.Memory = new Proxy(WebAssembly.Memory, {
+    construct(target, args, newTarget) {
+      const memory = Reflect.construct(target, args, newTarget);
+      memories.push(memory);
+      return memory;
+    } });
+  Object.defineProperty(window, "__wasmMemories", { value: memories });
+})();"""
+HEAP = "Math.max(0, ...(window.__wasmMemories || []).map(m => m.buffer.byteLength))"
+
+
+def check_files(page: Page, model_dir: Path, own: Path | None, checks: Checks,
+                record: dict | None = None) -> None:
+    """The file picker: sets of files that are not a translator, then the page's own model files
+    opened five times (sessions released, memory measured), then (with `own`) another one."""
+    import torch  # noqa: F401  (the references' thread setting)
+
+    from transformer_lib.export import FILES, OnnxTranslator, translate_one
+    from transformer_lib.text import SubwordTokenizer
+    with tempfile.TemporaryDirectory() as tmp:
+        for what, (folder, words) in broken_exports(model_dir, Path(tmp)).items():
+            message = choose(page, sorted(folder.iterdir()))
+            checks.check(all(w in message for w in words), f"file picker, {what}: {message!r}")
+    checks.check(page.js("window.attentionDerived.translator === window.attentionDerived.book"),
+                 "after the failed opens the book's translator is still the one in use")
+    before, heap_before = page.browser.memory(), page.js(HEAP)
+    sizes, heaps, live = [], [], []
+    for _ in range(5):
+        choose(page, [model_dir / name for name in FILES])
+        live.append(page.js("window.attentionDerived.liveSessions"))
+        sizes.append(page.browser.memory())
+        heaps.append(page.js(HEAP))
+    got = page.call("window.attentionDerived.translate('ein hund rennt', {beam: 1})")
+    checks.check(live == [6] * 5, f"five translators opened in a row leave the book's 3 sessions "
+                                  f"and the last one's 3 alive: {live}")
+    checks.check(isinstance(got, dict) and got.get("target_ids") == translate_one(
+        OnnxTranslator(model_dir), SubwordTokenizer.load(model_dir / "tokenizer.json"),
+        "ein hund rennt"), f"the reopened translator translates: {str(got)[:80]}")
+    mb = [round(h / 2**20) for h in heaps]
+    # While a translator opens, the one it replaces is still alive (it stays in use if the new
+    # one fails), so the heap grows to hold three; after that it must stop growing.
+    checks.check(heaps[-1] - heaps[2] <= 16 * 2**20,
+                 f"the runtime's WebAssembly heap: {heap_before / 2**20:.0f} MB with the book's "
+                 f"translator, after each of five opens {mb} MB: it stops growing "
+                 f"(the browser's processes: {before / 2**20:.0f} MB, then "
+                 f"{[round(s / 2**20) for s in sizes]} MB)")
+    if record is not None:
+        record["memory"] = {
+            "what": "the book's translator loaded, then the page's own model files opened five "
+                    "times in a row with the file picker: ONNX Runtime's WebAssembly heap (its "
+                    "WebAssembly.Memory's size; it grows, never shrinks) and the proportional set "
+                    "size (Linux Pss) of all the browser's processes, before and after each open",
+            "heap_mb_before": round(heap_before / 2**20, 1),
+            "heap_mb_after_each_open": [round(h / 2**20, 1) for h in heaps],
+            "processes_mb_before": round(before / 2**20, 1),
+            "processes_mb_after_each_open": [round(s / 2**20, 1) for s in sizes],
+            "live_sessions_after_each_open": live}
+    page.call("window.attentionDerived.load(null)")
+    checks.check(page.js("window.attentionDerived.liveSessions") == 3,
+                 "back to the book's translator, its 3 sessions alone are alive")
     if own is None:
         return
-    from transformer_lib.export import OnnxTranslator, translate_one
-    from transformer_lib.text import SubwordTokenizer
     names = json.loads(page.js("JSON.stringify(window.attentionDerived.files)"))
-    files = [str(own / name) for name in names]
-    page.dt.call("DOM.setFileInputFiles", nodeId=node["nodeId"], files=files)
-    time.sleep(0.2)
+    message = choose(page, [own / name for name in names])
     loaded = page.call("window.attentionDerived.loading.then(t => t.manifest.d_model)")
     text = "ein hund rennt"
     got = page.call(f"window.attentionDerived.translate({json.dumps(text)}, {{beam: 1}})")
     tok = SubwordTokenizer.load(own / "tokenizer.json")
     ref = translate_one(OnnxTranslator(own), tok, text)
     ids = got.get("target_ids") if isinstance(got, dict) else got
-    checks.check(ids == ref, f"the file picker opened {own.name} (d_model {loaded}); its "
-                             f"translation equals ONNX Runtime's in Python: {str(ids)[:60]}")
+    checks.check(ids == ref, f"the file picker opened {own.name} (d_model {loaded}: {message!r}); "
+                             f"its translation equals ONNX Runtime's in Python: {str(ids)[:60]}")
     page.call("window.attentionDerived.load(null)")
 
 
-def check_from_file(dt, site: Path, rel: str, checks: Checks) -> None:
-    dt.call("Page.navigate", url=(site / rel).resolve().as_uri())
-    dt.wait_for("Page.loadEventFired")
-    text = dt.evaluate("(document.querySelector('.ad-unavailable') || {}).textContent || ''")
+def check_query_strings(browser, base: str, checks: Checks) -> None:
+    """Query strings the page does not know are ignored: the page loads, translates the text it
+    was given and draws its maps, with no exception."""
+    browser.events()
+    for query in ("view=toString", "view=__proto__&layer=x&head=-3", "beam=7&threads=1e9"):
+        page = Page(browser, f"{base}&{query}&text=Ein%20Hund%20rennt.")
+        page.wait_ready()
+        drawn = False
+        for _ in range(200):
+            drawn = page.js("!!document.querySelector('#ad-explorer svg') && "
+                            "document.getElementById('ad-output').textContent.length > 0")
+            if drawn:
+                break
+            time.sleep(0.05)
+        errors = browser.events()["errors"]
+        checks.check(drawn and not errors, f"?{query}: ignored, the sentence translated and "
+                                           f"drawn ({errors[:1]})")
+
+
+def check_from_file(browser, site: Path, rel: str, checks: Checks) -> None:
+    browser.goto((site / rel).resolve().as_uri())
+    text = browser.evaluate("(document.querySelector('.ad-unavailable') || {}).textContent || ''")
     checks.check("make serve" in text,
                  f"opened from a file, the page says how to serve it: {text[:60]!r}")
 
 
-def benchmark(page: Page, ready_s: float, german: list[str], model, tok, translate_one,
-              path: Path) -> None:
+def clicks(page: Page, texts: list[str], model, tok) -> dict:
+    """For each text: the page's time from the click on Translate to the drawn maps, and PyTorch's
+    greedy search of the same sentence (one thread), the two in alternating order; and the page's
+    search with its prefix graph instead of its cached step."""
+    from transformer_lib.export import translate_one
+    page.js("document.getElementById('ad-beam').value = '1'; true")
+    rows = []
+    for i, text in enumerate(texts):
+        row = {}
+        for who in (("page", "torch") if i % 2 == 0 else ("torch", "page")):
+            if who == "torch":
+                t0 = time.perf_counter()
+                translate_one(model, tok, text)
+                row["pytorch"] = 1000 * (time.perf_counter() - t0)
+            else:
+                row.update(page.js(CLICK.replace("TEXT", json.dumps(text))))
+        got = page.call(f"window.attentionDerived.translate({json.dumps(text)}, "
+                        "{decoder: 'prefix'})")
+        row["search_prefix"] = got["milliseconds"]["search"]
+        rows.append(row)
+    return rows
+
+
+# Type `TEXT`, click Translate, and wait for the page's event that its maps are drawn.
+CLICK = """(async () => {
+  const root = document.getElementById('ad-translator');
+  document.getElementById('ad-source').value = TEXT;
+  const drawn = new Promise(r => root.addEventListener('attention-derived:drawn',
+                                                      e => r(e.detail), {once: true}));
+  document.getElementById('ad-translate').click();
+  return await drawn;
+})()"""
+
+
+def median(rows: list[dict], key: str) -> float:
+    return round(statistics.median(r[key] for r in rows), 2)
+
+
+def loaded_bytes(handler, site: Path) -> dict:
+    """What the server sent while the page loaded: on the wire (compressed, headers included) and
+    as files, by file."""
+    files = {}
+    for r in handler.sent:
+        name = r["path"].split("?")[0].lstrip("/") or "index.html"
+        path = site / name
+        entry = files.setdefault(name, {"requests": 0, "wire": 0, "file": 0, "gzip": False})
+        entry["requests"] += 1
+        entry["wire"] += r["bytes"]
+        entry["file"] += path.stat().st_size if path.is_file() else 0
+        entry["gzip"] = entry["gzip"] or r["encoding"] == "gzip"
+    return {"bytes_on_the_wire": sum(f["wire"] for f in files.values()),
+            "bytes_of_the_files": sum(f["file"] for f in files.values()),
+            "by_file": dict(sorted(files.items(), key=lambda kv: -kv[1]["wire"]))}
+
+
+def check_browser(name: str, site: Path, rel: str, base: str, handler, refs, n_beam: int,
+                  checks: Checks, own: Path | None, bench: dict | None,
+                  shots: Path | None) -> dict:
+    """Every check in browser `name`; returns its outputs for the comparison across browsers."""
+    model, tok, german, greedy, alpha = refs
+    checks.prefix = f"[{name}] "
+    browser = browsers.open_browser(name)
+    browser.preload(MEMORY_PROBE)
+    outputs = {}
+    try:
+        handler.sent.clear()
+        page = Page(browser, base)
+        ready = page.wait_ready()
+        checks.check(True, f"{browser.version}: ready after {ready:.1f} s")
+        time.sleep(0.5)                        # what the page fetches after ready (snapshots)
+        load = loaded_bytes(handler, site)
+        if bench is not None:
+            bench.update(version=browser.version, seconds_until_ready=round(ready, 3), **load)
+        outputs["tokens"] = check_tokens(page, tok, german, checks)
+        outputs.update(check_translations(page, model, tok, german, greedy, alpha, n_beam, checks))
+        outputs["attention"] = check_attention(page, model, tok, german[:20], checks)
+        if bench is not None:
+            rows = clicks(page, german, model, tok)
+            bench.update(sentences=len(rows), median_ms={
+                key: median(rows, key) for key in ("click_to_maps", "search", "maps", "draw",
+                                                   "search_prefix", "pytorch")},
+                median_ratio_per_sentence={
+                    "click_to_maps_to_pytorch": round(statistics.median(
+                        r["click_to_maps"] / r["pytorch"] for r in rows), 3),
+                    "search_to_pytorch": round(statistics.median(
+                        r["search"] / r["pytorch"] for r in rows), 3),
+                    "search_prefix_to_search": round(statistics.median(
+                        r["search_prefix"] / r["search"] for r in rows), 3)})
+        check_bad_input(page, checks)
+        check_files(page, site / "_static" / "translator" / "model", own, checks, bench)
+        events = browser.events()
+        origin = base.split("/", 3)[:3]
+        foreign = [u for u in events["requests"]
+                   if u.split("/", 3)[:3] != origin and not u.startswith(("data:", "blob:"))]
+        checks.check(not foreign, f"nothing loaded from another host ({foreign[:3]})")
+        checks.check(not events["errors"], f"no JavaScript exception ({events['errors'][:2]})")
+        checks.check(not events["console"], f"no error on the console ({events['console'][:2]})")
+        failed = [(r["status"], r["path"]) for r in handler.sent
+                  if r["status"] >= 400 and r["path"] != "/favicon.ico"]
+        checks.check(not failed, f"no failed request to the server ({failed[:3]})")
+        check_query_strings(browser, base, checks)
+        check_from_file(browser, site, rel, checks)
+    finally:
+        browser.close()
+        checks.prefix = ""
+    return outputs
+
+
+def compare(outputs: dict, checks: Checks) -> None:
+    """Every browser's outputs against the first's."""
+    (first, a), *others = outputs.items()
+    for name, b in others:
+        for key in ("tokens", "greedy", "beam", "attention"):
+            same = sum(x == y for x, y in zip(a[key], b[key]))
+            what = {"tokens": "source tokens", "greedy": "greedy translations",
+                    "beam": "beam translations", "attention": "attention weights (every layer, "
+                                                              "head and kind)"}[key]
+            checks.check(same == len(a[key]) == len(b[key]),
+                         f"{name}'s {what} are {first}'s, bit for bit, on {same} of {len(a[key])}")
+
+
+def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
+        bench: Path | None = None, names: tuple[str, ...] = BROWSERS,
+        shots: Path | None = None) -> Checks:
+    checks = Checks()
+    present = []
+    for name in names:
+        if browsers.find(name) is None:
+            why = (browsers.firefox_driver_missing() if name == "firefox" else None) or \
+                f"no {name} found (Debian: apt-get install " \
+                f"{'chromium' if name == 'chromium' else 'firefox-esr'})"
+            checks.check(False, f"[{name}] {why}")
+        else:
+            present.append(name)
+    if not present:
+        return checks
+    n, n_beam = (100, 20) if quick else (1000, 100)
+    refs = references(n)
+    server, handler = serve.serve_in_thread(site)
+    base = f"http://127.0.0.1:{server.server_address[1]}/{rel}?threads=1"
+    record = {name: {} for name in present} if bench else None
+    outputs = {}
+    try:
+        for name in present:
+            outputs[name] = check_browser(name, site, rel, base, handler, refs, n_beam, checks,
+                                          own, record[name] if bench else None, shots)
+    finally:
+        server.shutdown()
+    if len(outputs) > 1:
+        compare(outputs, checks)
+    if bench:
+        write_benchmark(bench, record, site, rel)
+    return checks
+
+
+def write_benchmark(path: Path, by_browser: dict, site: Path, rel: str) -> None:
     import torch
 
     from transformer_lib.benchmarking import cpu_model
     from transformer_lib.engineering import git_commit
-    page_ms, prefix_ms, torch_ms = [], [], []
-    for i, text in enumerate(german):               # side by side, the order alternating
-        for who in (("step", "prefix", "torch") if i % 2 == 0 else ("torch", "prefix", "step")):
-            if who == "torch":
-                t0 = time.perf_counter()
-                translate_one(model, tok, text)
-                torch_ms.append(1000 * (time.perf_counter() - t0))
-            else:
-                got = page.call(f"window.attentionDerived.translate({json.dumps(text)}, "
-                                f"{{decoder: '{who}'}})")
-                (page_ms if who == "step" else prefix_ms).append(got["milliseconds"]["search"])
-    loaded = page.bytes_loaded()
-    record = {"what": "the page 'Try the translator' in headless Chromium against PyTorch eager: "
-                      "greedy search, one sentence at a time, one thread each; the page with its "
-                      "decoder step graph (key/value cache) and with its prefix graph",
-              "cpu": cpu_model(), "torch": torch.__version__, "git_commit": git_commit(),
-              "chromium": page.js("navigator.userAgent"),
-              "threads": {"page": page.js("window.attentionDerived.threads"),
-                          "pytorch": torch.get_num_threads()},
-              "sentences": len(german), "seconds_until_ready": round(ready_s, 3),
-              "bytes_loaded": sum(loaded.values()),
-              "bytes_by_file": {k.rsplit("/", 1)[-1]: v for k, v in sorted(loaded.items())},
-              "median_ms": {"page_step": round(statistics.median(page_ms), 2),
-                            "page_prefix": round(statistics.median(prefix_ms), 2),
-                            "pytorch": round(statistics.median(torch_ms), 2)},
-              "median_ratio_per_sentence": {
-                  "page_step_to_pytorch": round(statistics.median(
-                      p / t for p, t in zip(page_ms, torch_ms)), 3),
-                  "page_prefix_to_step": round(statistics.median(
-                      p / t for p, t in zip(prefix_ms, page_ms)), 3)}}
+    record = {
+        "what": "the page 'Try the translator' in headless Chromium and Firefox, beside PyTorch "
+                "eager on the same machine, one thread each: every byte the server sent until the "
+                "page was ready, the seconds until then, and per test sentence the time from the "
+                "click on Translate to the drawn maps (greedy search on the decoder step graph, "
+                "the maps pass on the prefix graph, drawing, the next frame) against PyTorch's "
+                "greedy search (translate_one, key/value cache); the page's search with its prefix "
+                "graph instead; the page's memory before and after opening five translators",
+        "page": rel, "site": "book/check_translator.py's harness page" if rel == "index.html"
+        else str(site),
+        "served_by": "book/serve.py (make serve): cross-origin isolated, gzip-compressed; the "
+                     "page on one thread (?threads=1)",
+        "cpu": cpu_model(), "machine": platform.platform(), "torch": torch.__version__,
+        "git_commit": git_commit(), "threads": {"page": 1, "pytorch": torch.get_num_threads()},
+        "browsers": by_browser,
+    }
     path.write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps(record, indent=1))
-
-
-def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
-        bench: Path | None = None, chromium: str | None = None) -> Checks:
-    checks = Checks()
-    exe = check_site.find_chromium(chromium)
-    if exe is None:
-        checks.check(False, "no Chromium found (Debian: apt-get install chromium)")
-        return checks
-    n, n_beam = (100, 20) if quick else (1000, 100)
-    model, tok, german, greedy, alpha, translate_one = references(n, n_beam)
-    server = check_site.serve(site)
-    profile = Path(tempfile.mkdtemp())
-    proc, ws = check_site.start_chromium(exe, profile)
-    try:
-        dt = check_site.DevTools(ws)
-        page = Page(dt, f"http://127.0.0.1:{server.server_address[1]}/{rel}")
-        ready = page.wait_ready()
-        checks.check(True, f"ready after {ready:.1f} s")
-        if bench:
-            benchmark(page, ready, german, model, tok, translate_one, bench)
-        check_tokens(page, tok, german, checks)
-        check_translations(page, model, tok, german, greedy, alpha, translate_one, n_beam, checks)
-        check_attention(page, model, tok, german[:20], checks)
-        check_bad_input(page, checks)
-        check_files(page, own, checks)
-        origin = f"http://127.0.0.1:{server.server_address[1]}/"
-        foreign = [u for u in page.bytes_loaded() if not u.startswith((origin, "data:", "blob:"))]
-        checks.check(not foreign, f"nothing loaded from another host ({foreign[:3]})")
-        errors = page.exceptions()
-        checks.check(not errors, f"no JavaScript exception ({errors[:2]})")
-        failed = [f for f in check_site._Handler.failed]
-        checks.check(not failed, f"no failed request to the server ({failed[:3]})")
-        check_from_file(dt, site, rel, checks)
-    finally:
-        proc.kill()
-        server.shutdown()
-        shutil.rmtree(profile, ignore_errors=True)
-    return checks
+    print(json.dumps(record, indent=1)[:3000])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,11 +629,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="100 sentences instead of 1,000")
     p.add_argument("--own", help="an exported translator to open with the file picker")
     p.add_argument("--benchmark", help="also measure, and write the record to this file")
+    p.add_argument("--browsers", default=",".join(BROWSERS),
+                   help="which browsers, comma-separated (default: chromium,firefox)")
+    p.add_argument("--shots", help="a folder for screenshots at 1280 and 390 px")
     args = p.parse_args(argv)
+    names = tuple(b.strip() for b in args.browsers.split(",") if b.strip())
+    if not set(names) <= set(BROWSERS):
+        p.error(f"--browsers takes {', '.join(BROWSERS)}")
     with tempfile.TemporaryDirectory() as tmp:
         site, rel = harness_site(Path(tmp)) if args.harness else (Path(args.site), args.page)
         checks = run(site, rel, args.quick, Path(args.own) if args.own else None,
-                     Path(args.benchmark) if args.benchmark else None)
+                     Path(args.benchmark) if args.benchmark else None, names,
+                     Path(args.shots) if args.shots else None)
     print(f"translator page: {len(checks.notes)} checks passed, {len(checks.failures)} failed")
     return 1 if checks.failures else 0
 
