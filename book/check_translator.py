@@ -251,9 +251,9 @@ def check_bad_input(page: Page, checks: Checks) -> None:
     checks.check(injected == [True, True, 0],
                  f"typed HTML is shown as text, never run ({injected})")
     runs = page.js("window.attentionDerived.runs")
-    page.js("document.getElementById('ad-source').value = 'Zwei Hunde spielen im Schnee.'; "
-            "const b = document.getElementById('ad-translate'); "
-            "b.click(); b.click(); b.click(); true")
+    page.js("(() => { document.getElementById('ad-source').value = 'Zwei Hunde spielen im "
+            "Schnee.'; const b = document.getElementById('ad-translate'); "
+            "b.click(); b.click(); b.click(); return true; })()")
     wait_status(page)
     checks.check(page.js("window.attentionDerived.runs") == runs + 1,
                  "three quick clicks start one translation")
@@ -436,6 +436,175 @@ def check_query_strings(browser, base: str, checks: Checks) -> None:
                                            f"drawn ({errors[:1]})")
 
 
+# Type TEXT, click Translate, wait for the maps; returns the page's timings (or its error).
+def click(page: Page, text: str):
+    return page.js(CLICK.replace("TEXT", json.dumps(text)))
+
+
+# What a reader sees of the explorer: the row and column labels of the large map, its axis
+# titles, the hover line of a row, and where each thumbnail is.
+EXPLORER = """(() => {
+  const texts = sel => [...document.querySelectorAll(sel)].map(t => t.textContent);
+  const res = window.attentionDerived.lastResult;
+  const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.right, r.width]; };
+  return {rows: texts('.ad-map-rows text'), cols: texts('.ad-map-cells text'),
+          axes: texts('.ad-axis'), how: texts('.ad-how').join(' '),
+          thumbs: [...document.querySelectorAll('.ad-thumb')].map(box),
+          rowsBox: box(document.querySelector('.ad-map-rows') || document.body),
+          scrollWidth: document.documentElement.scrollWidth,
+          innerWidth: document.documentElement.clientWidth,         // without a scroll bar
+          targets: res.target_tokens, sources: res.source_tokens};
+})()"""
+
+
+def hover(page: Page, selector: str) -> str:
+    """Point at the first element matching `selector` and return the hover line."""
+    return page.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+                   "e.dispatchEvent(new PointerEvent('pointerover', {bubbles: true})); "
+                   "return document.querySelector('.ad-hover').textContent; })()")
+
+
+def check_reading(page: Page, checks: Checks) -> None:
+    """Issue 68's explorer: rows named by the token each step wrote, axis titles on every map,
+    hover lines in words, the line view, warnings, greedy/beam re-translating, the snapshots'
+    labelled slider."""
+    text = "Zwei Männer trinken Kaffee in einem kleinen Café."
+    click(page, text)
+    for kind in ("cross", "decoder", "encoder"):
+        page.js(f"document.querySelector('.ad-tabs [data-kind={kind}]').click(); true")
+        got = page.js(EXPLORER)
+        t, src = got["targets"], got["sources"]
+        steps = [f"{a} \u2192 {b}" for a, b in zip(t[:-1], t[1:])]
+        rows, cols = ((src, src) if kind == "encoder" else
+                      (steps, src if kind == "cross" else t[:-1]))
+        axes = " ".join(got["axes"])
+        checks.check(got["rows"] == rows and got["cols"] == cols and "query" in axes and
+                     "key" in axes, f"{kind}: rows {got['rows'][:2]}..., columns "
+                                    f"{got['cols'][:2]}..., axes {got['axes']}")
+    page.js("document.querySelector('.ad-tabs [data-kind=cross]').click(); true")
+    line = hover(page, ".ad-map-cells rect[data-q='2']")
+    row = hover(page, ".ad-map-rows text[data-row='2']")
+    col = hover(page, ".ad-map-cells text[data-col='1']")
+    checks.check(line.startswith("Writing ") and " gives " in line and row.startswith("Writing ")
+                 and "reads" in row
+                 and "is read most by the step writing" in col,
+                 f"hover lines: {line!r}, {row!r}, {col!r}")
+    page.js("document.querySelector('.ad-modes [data-mode=lines]').click(); true")
+    n_lines = page.js("document.querySelectorAll('.ad-lines line').length")
+    hover(page, ".ad-lines text[data-row='1']")
+    shown = page.js("[...document.querySelectorAll('.ad-lines line')]"
+                    ".filter(l => l.style.display !== 'none').map(l => l.dataset.q)")
+    page.js("document.querySelectorAll('.ad-head-toggle')[1].click(); true")
+    two = page.js("new Set([...document.querySelectorAll('.ad-lines line')].map(l => "
+                  "l.getAttribute('stroke'))).size")
+    checks.check(n_lines > 0 and shown and set(shown) == {"1"} and two == 2,
+                 f"line view: {n_lines} lines, pointing at row 1 keeps {len(shown)} of its own, "
+                 f"two heads overlaid in {two} colours")
+    page.js("document.querySelector('.ad-modes [data-mode=grid]').click(); true")
+    cases = {"Собака бежит по зелёной траве.": ("raw bytes", "length limit"),
+             "Ein Hund 🐕 rennt 😀": ("raw bytes",),
+             "Ein Mann spielt abends Gitarre auf der Straße.": ()}
+    for sentence, wanted in cases.items():
+        click(page, sentence)
+        said = page.js("[...document.querySelectorAll('#ad-warnings li')].map(l => l.textContent)")
+        ok = all(any(w in s for s in said) for w in wanted) and (bool(wanted) or not said)
+        checks.check(ok, f"warnings for {sentence!r}: {[s[:50] for s in said]}")
+    runs = page.js("window.attentionDerived.runs")
+    beam = page.js("window.attentionDerived.book.manifest.beam_size")
+    page.js(f"(() => {{ const s = document.getElementById('ad-beam'); s.value = '{beam}'; "
+            "s.dispatchEvent(new Event('change')); return true; })()")
+    message = wait_status(page)
+    checks.check(page.js("window.attentionDerived.runs") == runs + 1 and "Beam" in message,
+                 f"choosing beam search translates again: {message!r}")
+    page.js("(() => { const s = document.getElementById('ad-beam'); s.value = '1'; "
+            "s.dispatchEvent(new Event('change')); return true; })()")
+    wait_status(page)
+    learn = page.js("(document.querySelector('.ad-example-learn') || {}).textContent || ''")
+    if learn:
+        page.js("document.querySelector('.ad-example-learn').click(); true")
+        wait_status(page)
+        for _ in range(100):
+            if page.js("!!document.getElementById('ad-epoch')"):
+                break
+            time.sleep(0.05)
+        slider = page.js("(() => { const s = document.getElementById('ad-epoch'); "
+                         "if (!s) return null; "
+                         "const l = document.querySelector('label[for=ad-epoch]'); return "
+                         "[l && l.textContent, s.getAttribute('aria-label'), "
+                         "document.querySelector('.ad-epoch-value').textContent]; })()")
+        checks.check("watch a head learn" in learn and slider and slider[0] == "Epoch"
+                     and slider[1] and "BLEU" in slider[2],
+                     f"the marked example {learn[:30]!r}... opens the slider {slider}")
+
+
+def check_layout(name: str, base: str, checks: Checks, shots: Path | None) -> None:
+    """The page at 1280 and 390 px wide, light and dark: nothing wider than the screen, all eight
+    thumbnails in view, the map's row labels in view; the dark colours keep the map's contrast
+    and the chosen head's outline visible. Screenshots into `shots`."""
+    long = ("Ein älterer Mann mit grauem Bart und blauer Mütze sitzt auf einer Holzbank neben "
+            "zwei Kindern, die im Park mit einem roten Ball spielen.")
+    for dark in (False, True):
+        browser = browsers.open_browser(name, dark=dark)
+        try:
+            for width, height in ((1280, 900), (390, 844)):
+                browser.viewport(width, height)
+                page = Page(browser, base)
+                page.wait_ready()
+                for text in ("Ein kleiner Hund rennt mit einem Ball über die Wiese.", long):
+                    click(page, text)
+                    got = page.js(EXPLORER)
+                    inside = [left >= -1 and right <= got["innerWidth"] + 1 and w > 20
+                              for left, right, w in got["thumbs"]]
+                    what = (f"{'dark' if dark else 'light'}, {width} px, "
+                            f"{len(got['sources'])} tokens")
+                    checks.check(got["scrollWidth"] <= got["innerWidth"] + 1 and len(inside) == 8
+                                 and all(inside) and got["rowsBox"][1] <= got["innerWidth"] + 1,
+                                 f"{what}: page {got['scrollWidth']} px wide in "
+                                 f"{got['innerWidth']}, {sum(inside)} of {len(inside)} "
+                                 "thumbnails in view, row labels "
+                                 f"end at {got['rowsBox'][1]:.0f} px")
+                    if shots:
+                        shots.mkdir(parents=True, exist_ok=True)
+                        stem = f"{name}-{width}-{'dark' if dark else 'light'}"
+                        browser.screenshot(shots / f"{stem}-{'long' if text == long else 'short'}"
+                                                   ".png")
+                        if text != long:                      # the line view, two heads
+                            page.js("document.querySelector('.ad-modes [data-mode=lines]')"
+                                    ".click(); document.querySelectorAll('.ad-head-toggle')[2]"
+                                    ".click(); true")
+                            browser.screenshot(shots / f"{stem}-lines.png")
+                            page.js("document.querySelector('.ad-modes [data-mode=grid]')"
+                                    ".click(); true")
+            if dark:
+                colours = page.js(DARK_COLOURS)
+                contrast = (colours["outline"] + 0.05) / (colours["page"] + 0.05)
+                checks.check(colours["low"] < 0.1 and contrast >= 3 and colours["high"] > 0.5,
+                             f"dark: weight 0 drawn at luminance {colours['low']:.2f} on a page "
+                             f"of {colours['page']:.2f}, weight 1 at {colours['high']:.2f}, the "
+                             f"chosen head's outline at {colours['outline']:.2f} (contrast "
+                             f"{contrast:.1f})")
+        finally:
+            browser.close()
+
+
+# The luminance of the dark map's colours: the lowest and highest weight (the scale's two ends,
+# read off a thumbnail's pixels), the page's background and the chosen thumbnail's outline.
+DARK_COLOURS = r"""(() => {
+  const lum = ([r, g, b]) => [r, g, b].map(c => { c /= 255; return c <= 0.03928 ? c / 12.92 :
+                                           ((c + 0.055) / 1.055) ** 2.4; })
+                            .reduce((s, c, i) => s + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const rgb = text => (text.match(/\d+(\.\d+)?/g) || [0, 0, 0]).slice(0, 3).map(Number);
+  const canvas = document.querySelector('.ad-thumb-map');
+  const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+  let low = 1, high = 0;
+  for (let i = 0; i < px.length; i += 4) { const l = lum([px[i], px[i + 1], px[i + 2]]);
+    low = Math.min(low, l); high = Math.max(high, l); }
+  let bg = getComputedStyle(document.body).backgroundColor;
+  const chosen = document.querySelector('.ad-thumb[aria-pressed=true]');
+  return {low, high, page: lum(rgb(bg)), outline: lum(rgb(getComputedStyle(chosen).outlineColor))};
+})()"""
+
+
 def check_from_file(browser, site: Path, rel: str, checks: Checks) -> None:
     browser.goto((site / rel).resolve().as_uri())
     text = browser.evaluate("(document.querySelector('.ad-unavailable') || {}).textContent || ''")
@@ -543,10 +712,18 @@ def check_browser(name: str, site: Path, rel: str, base: str, handler, refs, n_b
         failed = [(r["status"], r["path"]) for r in handler.sent
                   if r["status"] >= 400 and r["path"] != "/favicon.ico"]
         checks.check(not failed, f"no failed request to the server ({failed[:3]})")
+        check_reading(page, checks)
+        events = browser.events()
+        checks.check(not events["errors"] and not events["console"],
+                     f"the explorer's checks: no exception, no console error "
+                     f"({(events['errors'] + events['console'])[:2]})")
         check_query_strings(browser, base, checks)
         check_from_file(browser, site, rel, checks)
     finally:
         browser.close()
+    try:
+        check_layout(name, base, checks, shots)
+    finally:
         checks.prefix = ""
     return outputs
 
