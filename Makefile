@@ -14,7 +14,8 @@ export TRANSFORMER_LIB_DATA ?= $(if $(wildcard $(SHARED_DATA)),$(SHARED_DATA),)
 export MPLBACKEND := Agg
 export PYTHONHASHSEED := 0
 
-.PHONY: setup export book test test-kernels lint quick unit nbval browser-check clean translator serve tags browser-driver
+.PHONY: setup export book test test-kernels lint quick unit nbval browser-check clean translator serve tags \
+  browser-driver
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,7 +41,7 @@ export: setup
 # book/_static/translator/ (book/translator/build_assets.py); nothing is loaded from another host.
 TRANSLATOR_VENDOR := book/_static/translator/vendor/ort.wasm.min.mjs
 TRANSLATOR_MODEL := book/_static/translator/model/manifest.json
-$(TRANSLATOR_VENDOR): book/translator/package.json book/translator/package-lock.json
+$(TRANSLATOR_VENDOR): book/translator/package.json book/translator/package-lock.json book/translator/build_assets.py
 	npm ci --silent --no-audit --no-fund --prefix book/translator
 	$(PY) book/translator/build_assets.py vendor
 
@@ -49,11 +50,12 @@ $(TRANSLATOR_MODEL): pretrained/multi30k-de-en-cpu.pt transformer_lib/export.py 
 
 translator: $(TRANSLATOR_VENDOR) $(TRANSLATOR_MODEL)
 
-# What drives Firefox for the page's checks (book/check_translator.py): puppeteer-core, pinned in
-# book/browsers/package-lock.json (it downloads no browser; Debian's firefox-esr is driven).
-BROWSER_DRIVER := book/browsers/node_modules/puppeteer-core/package.json
-$(BROWSER_DRIVER): book/browsers/package.json book/browsers/package-lock.json
-	npm ci --silent --no-audit --no-fund --prefix book/browsers
+# What the page checks drive Firefox with (book/browsers.py): npm's puppeteer-core, pinned in
+# book/browser/package-lock.json, over WebDriver BiDi. Tests only; nothing of it is served.
+BROWSER_DRIVER := book/browser/node_modules/puppeteer-core/package.json
+$(BROWSER_DRIVER): book/browser/package.json book/browser/package-lock.json
+	npm ci --silent --no-audit --no-fund --prefix book/browser
+	touch $(BROWSER_DRIVER)
 
 browser-driver: $(BROWSER_DRIVER)
 
@@ -104,13 +106,13 @@ test-kernels: setup lint
 	  ATEN_CPU_CAPABILITY=$$k $(MAKE) --no-print-directory test || exit 1; done
 
 # Loads every page of the built site in headless Chromium (see book/check_site.py); screenshots go
-# to /tmp/site_shots. Then drives the page "Try the translator" against the PyTorch translator in
-# Chromium and in Firefox (book/check_translator.py: tokens, translations, attention, bad input, the
-# file picker, the console), and compares the two browsers' translations. Exits non-zero on any
-# failure.
+# to /tmp/site_shots. Then drives the page "Try the translator" in headless Chromium and Firefox
+# against the PyTorch translator and each other (book/check_translator.py: tokens, translations,
+# attention, bad input, the file picker, the page at 1280 and 390 px; screenshots go to
+# /tmp/translator_shots). Exits non-zero on any failure.
 browser-check: book browser-driver
 	$(PY) book/check_site.py book/_build/html
-	$(PY) book/check_translator.py book/_build/html
+	$(PY) book/check_translator.py book/_build/html --shots /tmp/translator_shots
 
 # The built site on http://127.0.0.1:8000 (WebAssembly is not loaded from file://), cross-origin
 # isolated so that the translator may use more than one thread. PORT=8001 for another port.
@@ -132,4 +134,4 @@ tags:
 
 clean:
 	rm -rf book/_build book/_static/mathjax book/_static/translator/vendor book/_static/translator/model \
-	  book/translator/node_modules book/browsers/node_modules .pytest_cache
+	  book/translator/node_modules book/browser/node_modules .pytest_cache

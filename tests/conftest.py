@@ -7,7 +7,9 @@
   browser, pdftotext). Skipped where none is installed, with one line naming the Debian package to
   install, except under CI (CI=true), where it is a failure: .ci/run installs them
   (tools/install_browsers.sh), so a page that breaks cannot land green on a machine without them.
-  `needs_chromium` is that marker for Chromium.
+  `needs_chromium` is that marker for Chromium. `needs_browser(name, found)` does the same for a
+  browser ("chromium" or "firefox") that the test's module looked up itself (`found`: the
+  executable, or None).
 - `slow` (registered in pyproject.toml): the test takes more than about fifteen seconds on two
   cores (`--durations` shows which); `make quick` leaves these out.
 
@@ -109,6 +111,9 @@ def pytest_configure(config):
                             "TRANSFORMER_LIB_DATA; skipped without it, except under CI")
     config.addinivalue_line("markers", "needs_program(*names, debian=package): drives one of "
                             "these programs; skipped without them, except under CI")
+    config.addinivalue_line("markers", "needs_browser(name, found): drives the browser `name` "
+                            "('chromium' or 'firefox'), whose executable its module found (or "
+                            "None); skipped without it, except under CI")
 
 
 def pytest_runtest_setup(item):
@@ -116,13 +121,20 @@ def pytest_runtest_setup(item):
         name = mark.args[0] if mark.args else "multi30k"
         if not have_dataset(name) and not os.environ.get("CI"):
             pytest.skip(f"{ENV_VAR} does not point at the shared datasets ({name} not found)")
+    for mark in item.iter_markers("needs_browser"):
+        name, found = mark.args
+        if not found:
+            missing_program(f"{name}", {"chromium": "chromium", "firefox": "firefox-esr"}[name])
     for mark in item.iter_markers("needs_program"):
         if any(shutil.which(name) for name in mark.args):
             continue
-        package = mark.kwargs.get("debian", mark.args[0])
-        why = (f"no {' or '.join(mark.args[:1])} installed (Debian: apt-get install {package}; "
-               ".ci/run installs it with tools/install_browsers.sh)")
-        if os.environ.get("CI"):
-            pytest.fail(f"{why}: under CI=true the browser tests must run, not skip",
-                        pytrace=False)
-        pytest.skip(why)
+        missing_program(mark.args[0], mark.kwargs.get("debian", mark.args[0]))
+
+
+def missing_program(name: str, package: str) -> None:
+    "Skip a test that needs `name` (a Debian `package`), or under CI=true fail it."
+    why = (f"no {name} installed (Debian: apt-get install {package}; .ci/run installs it with "
+           "tools/install_browsers.sh)")
+    if os.environ.get("CI"):
+        pytest.fail(f"{why}: under CI=true the browser tests must run, not skip", pytrace=False)
+    pytest.skip(why)

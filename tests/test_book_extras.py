@@ -40,3 +40,14 @@ def test_markdown_code_spans_become_literals_in_docstrings():
     book_extras._markdown_code_to_literal(None, "function", "f", None, {}, lines)
     assert (lines
             == ["Returns ``x`` of shape (B, L); see :func:`f` and ``y``; \\|Y\\| counts tokens."])
+
+
+def test_the_themes_colour_mode_defaults_to_auto():
+    """Without it the theme's script logs 'Got invalid theme mode' on a reader's first visit."""
+    from types import SimpleNamespace
+    config = SimpleNamespace(html_context={"github_user": "x"})
+    book_extras._default_mode(None, config)
+    assert config.html_context == {"default_mode": "auto", "github_user": "x"}
+    config = SimpleNamespace(html_context={"default_mode": "dark"})
+    book_extras._default_mode(None, config)
+    assert config.html_context == {"default_mode": "dark"}             # the book's own choice

@@ -435,3 +435,39 @@ def test_beam_search_follows_its_six_steps():
             score, tokens = _reference_beam(model, src[b:b + 1], beam, alpha, 6)
             assert tuple(t for t in out[b].tolist() if t != PAD) == tokens, (beam, alpha, b)
             assert scores[b].item() == pytest.approx(score, abs=1e-9), (beam, alpha, b)
+
+
+def test_the_output_limit_is_the_source_length_plus_50_within_the_table():
+    from transformer_lib.decoding import NEW_TOKENS_OVER_SOURCE, max_new_tokens
+    assert NEW_TOKENS_OVER_SOURCE == 50                      # section 6.1: input length + 50
+    assert [max_new_tokens(s, 256) for s in (1, 12, 206, 207, 256)] == [51, 62, 256, 256, 256]
+    assert max_new_tokens(15, 20) == 20
+
+
+def test_translate_keeps_within_a_short_models_positional_table():
+    """`train.translate` caps the new tokens by the model's own max_len (not the recipe's
+    MAX_LEN): a model with a 20-position table decodes a 15-token sentence without overrunning
+    it, greedy and beam, as `beam_search` does by itself."""
+    from transformer_lib.train import translate
+
+    class Tokens:                                  # what translate reads of a tokenizer
+        pad_id, bos_id, eos_id = PAD, BOS, EOS
+
+        def encode_batch(self, texts, add_eos=False):
+            return [[int(t) for t in text.split()] + [EOS] * add_eos for text in texts]
+
+        def decode_batch(self, batch):
+            return [" ".join(str(t) for t in row.tolist()) for row in batch]
+
+    torch.manual_seed(4)
+    model = Transformer(TransformerConfig(src_vocab_size=13, tgt_vocab_size=13, d_model=16,
+                                          n_heads=2, n_layers=1, d_ff=32, max_len=20,
+                                          tie_output=False)).eval()
+    with torch.no_grad():
+        model.output_projection.bias[EOS] = -1e4   # never stops by itself: the limit must hold
+    sentence = " ".join(str(3 + i % 10) for i in range(14))               # 14 ids + eos
+    for beam in (1, 4):
+        out = translate(model, Tokens(), [sentence], beam_size=beam)[0].split()
+        assert len(out) == 1 + 20, (beam, len(out))                       # bos + 20 new tokens
+    assert beam_search(model, _src(1, batch=1, length=15), 2, bos_id=BOS, eos_id=EOS).shape[1] \
+        == 1 + 20

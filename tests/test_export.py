@@ -1,7 +1,8 @@
 """Appendix A8, transformer_lib.export: the shipped translator exported for the page "Try the
-translator" (by its command line, once per module) and checked against the PyTorch model: the five
+translator" (by its command line, once per module) and checked against the PyTorch model: the six
 files and the manifest, one shared file of weights, logits and attention weights, greedy search on
-every test sentence, beam search, bad input, byte-for-byte determinism."""
+every test sentence, beam search, bad input, byte-for-byte determinism; what the export needs,
+checked before anything runs; an export written whole or not at all; one home for its defaults."""
 import hashlib
 import json
 import math
@@ -19,12 +20,15 @@ onnx = pytest.importorskip("onnx")                                  # the [expor
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
+from transformer_lib import export  # noqa: E402
+from transformer_lib.decoding import NEW_TOKENS_OVER_SOURCE, max_new_tokens  # noqa: E402
 from transformer_lib.export import (  # noqa: E402
     FILES,
     FORMAT,
     OnnxTranslator,
+    check_export_folder,
+    check_export_requirements,
     export_translator,
-    max_new_tokens,
     translate_one,
 )
 from transformer_lib.recipe import preset  # noqa: E402
@@ -97,6 +101,12 @@ def test_the_manifest_describes_the_files_and_the_model(exported, translator):
     assert (manifest["beam_size"], manifest["length_penalty"]) == (RECIPE.beam_size,
                                                                    RECIPE.length_penalty)
     assert manifest["source"] == info
+    assert manifest["languages"] == {"source": "de", "target": "en"}
+    assert manifest["examples"] == []
+    limit = manifest["max_new_tokens"]        # the numbers the page computes its limit from
+    assert limit == {"source_plus": NEW_TOKENS_OVER_SOURCE, "at_most": c.max_len}
+    for S in (1, 12, c.max_len - 50, c.max_len):
+        assert min(S + limit["source_plus"], limit["at_most"]) == max_new_tokens(S, c.max_len)
     assert set(manifest["files"]) == set(FILES) - {"manifest.json"}
     for name, listed in manifest["files"].items():
         assert listed == {"bytes": (out / name).stat().st_size, "sha256": sha256(out / name)}
@@ -148,10 +158,10 @@ def test_the_graphs_are_small_and_their_shapes_free(exported):
 
 
 def test_an_export_is_the_same_bytes_every_time(exported, translator, tmp_path):
-    """The command line's export (another process) and one here: the same files, byte for byte."""
+    """The command line's export (another process) and one here with the function's defaults: the
+    same files, byte for byte (so both take their beam size and alpha from one place)."""
     model, tok, info = translator
-    export_translator(model, tok, tmp_path, info=info, beam_size=RECIPE.beam_size,
-                      alpha=RECIPE.length_penalty)
+    export_translator(model, tok, tmp_path, info=info)
     for name in FILES:
         assert sha256(tmp_path / name) == sha256(exported[0] / name), name
 
@@ -250,7 +260,8 @@ def test_a_changed_file_is_caught(exported, tmp_path):
     for name in FILES:
         if name != "tokenizer.json":
             (tmp_path / name).symlink_to(exported[0] / name)
-    (tmp_path / "tokenizer.json").write_text((exported[0] / "tokenizer.json").read_text() + " ")
+    text = (exported[0] / "tokenizer.json").read_text()
+    (tmp_path / "tokenizer.json").write_text(text[:-1] + "#")          # the same size, not bytes
     with pytest.raises(ValueError, match="tokenizer.json is not the file its manifest lists"):
         OnnxTranslator(tmp_path)
 
@@ -270,7 +281,7 @@ def test_only_a_transformer_is_exported(translator, tmp_path):
 def test_the_graphs_take_one_sentence_without_padding(onnx_model, translator):
     _, tok, _ = translator
     ids = tok.encode("Ein Hund rennt.", add_eos=True)
-    with pytest.raises(ValueError, match="no padding"):
+    with pytest.raises(ValueError, match="without padding"):
         onnx_model.encode(torch.tensor([ids + [tok.pad_id]]))
     with pytest.raises(ValueError, match="one sentence at a time"):
         onnx_model.encode(torch.tensor([ids, ids]))
@@ -302,49 +313,131 @@ def test_the_package_imports_neither_the_module_nor_the_extra():
 
 def test_the_train_commands_export_flag_is_taken_out_before_the_recipe(monkeypatch):
     """`python -m transformer_lib.train --export-web DIR`: the flag leaves the recipe's flags
-    alone, and without ONNX Runtime it is refused before any training."""
-    import importlib.util as util
-
+    alone, and without what the export needs it is refused before any training."""
     from transformer_lib.recipe import RecipeError
     from transformer_lib.train import _export_flag
     assert _export_flag(["--preset", "cpu-tiny", "--export-web", "web", "--no-amp"]) == (
         "web", ["--preset", "cpu-tiny", "--no-amp"])
     assert _export_flag(["--preset", "cpu-tiny"]) == (None, ["--preset", "cpu-tiny"])
-    real = util.find_spec
-    monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == "onnxruntime"
-                        else real(name, *a))
-    with pytest.raises(RecipeError, match="export"):
+    missing(monkeypatch, "onnxscript")
+    with pytest.raises(RecipeError, match=r"--export-web: .*onnxscript is not installed.*pip "
+                                          r'install -U "transformer-lib\[export\]"'):
         _export_flag(["--export-web", "web"])
-
-
-@pytest.mark.parametrize("absent", ["onnx", "onnxscript", "onnxruntime"])
-def test_every_package_the_export_needs_is_checked_before_training(monkeypatch, absent):
-    """Writing the graphs needs onnx and onnxscript, checking them onnxruntime: a run with
-    `--export-web` that lacks any of them stops at its start with one line naming it, and
-    `python -m transformer_lib.export` does too (no traceback after a finished run)."""
-    import importlib.util as util
-
-    from transformer_lib import export
-    from transformer_lib.recipe import RecipeError
-    from transformer_lib.train import _export_flag
-    assert export.missing_for_export() is None
-    real = util.find_spec
-    monkeypatch.setattr(util, "find_spec", lambda name, *a: None if name == absent
-                        else real(name, *a))
-    message = export.missing_for_export()
-    assert f"{absent} (not installed)" in message and 'pip install "transformer-lib[export]"' in \
-        message
-    with pytest.raises(RecipeError, match=rf"--export-web: .*{absent} \(not installed\)"):
-        _export_flag(["--preset", "cpu-tiny", "--export-web", "web"])
     assert _export_flag(["--preset", "cpu-tiny"]) == (None, ["--preset", "cpu-tiny"])
 
 
-def test_a_torch_older_than_the_exports_floor_is_named(monkeypatch, capsys, tmp_path):
-    from transformer_lib import export
-    monkeypatch.setattr(torch, "__version__", "2.10.1+cpu")
-    message = export.missing_for_export()
-    assert "torch 2.11 or newer (this is 2.10.1+cpu)" in message and '"torch>=2.11"' in message
-    assert export.main(["--out", str(tmp_path / "web")]) == 2
+def missing(monkeypatch, *names: str, versions: dict | None = None):
+    """Make importlib.metadata see `names` as not installed, and `versions` as installed."""
+    import importlib.metadata as metadata
+    real = metadata.version
+
+    def version(name):
+        if name in names:
+            raise metadata.PackageNotFoundError(name)
+        return (versions or {}).get(name) or real(name)
+    monkeypatch.setattr(metadata, "version", version)
+
+
+def test_one_message_names_everything_the_export_lacks(monkeypatch):
+    check_export_requirements()                         # all there, as in this environment
+    missing(monkeypatch, "onnx", versions={"onnxscript": "0.5.1"})
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    with pytest.raises(ImportError) as e:
+        check_export_requirements()
+    message = str(e.value)
+    for part in ("onnx is not installed", "onnxscript is 0.5.1, older than 0.6",
+                 "torch is 2.5.1+cpu, older than 2.11", 'pip install -U "transformer-lib[export]"',
+                 '"torch>=2.11"'):
+        assert part in message, (part, message)
+
+
+def test_the_export_command_refuses_in_one_line_before_reading_the_translator(monkeypatch,
+                                                                              capsys, tmp_path):
+    missing(monkeypatch, "onnxscript")
+    assert export.main(["--out", str(tmp_path / "web"), "--translator", "nowhere.pt"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: exporting for the page") and len(err.splitlines()) == 1
-    assert not (tmp_path / "web").exists()                         # nothing written
+    assert err.startswith("error: exporting a translator needs") and err.count("\n") == 1
+    assert "onnxscript is not installed" in err and "nowhere.pt" not in err
+    assert not (tmp_path / "web").exists()
+
+
+def test_the_floors_are_the_extras():
+    """EXPORT_NEEDS holds the floors of pyproject.toml's [export] extra and of its comment."""
+    import tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extra = dict(r.split(">=") for r in project["optional-dependencies"]["export"])
+    assert {k: v for k, v in export.EXPORT_NEEDS.items() if k != "torch"} == {
+        k: v for k, v in extra.items() if k in export.EXPORT_NEEDS}
+    comment = (ROOT / "pyproject.toml").read_text()
+    assert f"torch {export.EXPORT_NEEDS['torch']} and later" in comment
+
+
+def test_a_failed_export_leaves_the_folder_as_it_was(exported, translator, tmp_path, monkeypatch):
+    """A re-export that fails halfway: the old export is still whole, nothing of the new one is
+    left beside it; then one that succeeds replaces it and keeps the folder's other files."""
+    model, tok, info = translator
+    out = tmp_path / "web"
+    out.mkdir()
+    for name in FILES:
+        (out / name).write_bytes((exported[0] / name).read_bytes())
+    (out / "notes.txt").write_text("mine")
+    before = {name: sha256(out / name) for name in FILES}
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("the disk is full")
+    monkeypatch.setattr(export, "_share_weights", fail)
+    with pytest.raises(RuntimeError, match="disk is full"):
+        export_translator(model, tok, out, info={"another": "run"})
+    assert {name: sha256(out / name) for name in FILES} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["web"]       # no temporary folder left
+    check_export_folder(out)
+    monkeypatch.undo()
+    manifest = export_translator(model, tok, out, info={"another": "run"}, examples=["Ein Hund."])
+    check_export_folder(out)
+    assert json.loads((out / "manifest.json").read_text()) == manifest
+    assert manifest["examples"] == ["Ein Hund."] and manifest["source"] == {"another": "run"}
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["web"]
+
+
+def test_the_manifest_checks_name_the_file(exported, tmp_path):
+    for name in FILES:
+        (tmp_path / name).symlink_to(exported[0] / name)
+    (tmp_path / "weights.bin").unlink()
+    (tmp_path / "weights.bin").write_bytes(b"12345678")
+    with pytest.raises(ValueError, match=r"weights.bin is 8 bytes; its manifest says 9,"):
+        check_export_folder(tmp_path)
+    (tmp_path / "manifest.json").unlink()
+    (tmp_path / "manifest.json").write_text(json.dumps({"format": FORMAT}))
+    with pytest.raises(ValueError, match="does not list the files"):
+        check_export_folder(tmp_path)
+    (tmp_path / "manifest.json").write_text("hello")
+    with pytest.raises(ValueError, match="manifest.json is not JSON"):
+        check_export_folder(tmp_path)
+
+
+def test_languages_and_examples_are_checked(translator, tmp_path):
+    model, tok, _ = translator
+    with pytest.raises(ValueError, match="source_lang must be an ISO 639 language code"):
+        export_translator(model, tok, tmp_path / "out", source_lang="German")
+    with pytest.raises(ValueError, match="examples must be a list"):
+        export_translator(model, tok, tmp_path / "out", examples="Ein Hund.")
+    assert not (tmp_path / "out").exists()
+
+
+def test_decode_refuses_the_memory_of_another_sentence(onnx_model, translator):
+    _, tok, _ = translator
+    first = onnx_model.encode(torch.tensor([tok.encode("Ein Hund rennt.", add_eos=True)]))
+    onnx_model.encode(torch.tensor([tok.encode("Zwei Katzen schlafen.", add_eos=True)]))
+    with pytest.raises(ValueError, match="decodes the sentence it encoded last"):
+        onnx_model.decode(torch.tensor([[tok.bos_id]]), first, cache={})
+
+
+def test_a_runs_export_is_labelled_with_its_languages():
+    from types import SimpleNamespace
+
+    from transformer_lib.train import languages
+    assert languages(preset("cpu-30min")) == ("de", "en")
+    assert languages(preset("wmt14-base")) == ("en", "de")
+    assert languages(SimpleNamespace(dataset="multi30k", src_lang="fr", tgt_lang="en")) == (
+        "fr", "en")

@@ -290,7 +290,7 @@ def test_cpu_tiny_trains_and_scores_fr_en_from_a_tsv(tmp_path):
     assert len(shown) == 20 and set(shown[0]) == {"fr", "en", "greedy", "beam"}
     assert {(x["fr"], x["en"]) for x in shown} == set(pairs[200:220])
     _, _, info = data.load_translator(out / "translator.pt")
-    assert (info["src_lang"], info["tgt_lang"]) == ("fr", "en")
+    assert (info["source_lang"], info["target_lang"]) == ("fr", "en")      # what the export reads
 
 
 def test_two_files_train_resume_and_keep_their_files(tmp_path, capsys):

@@ -1,17 +1,19 @@
-"""The page "Try the translator" in headless Chromium and Firefox (book/check_translator.py),
-where they are installed: its files (book/_static/translator, which `make test` and `make book`
-fill from npm and the export) on a page of their own, against the PyTorch translator; the file
-picker with a tiny translator trained here by the command line's `--export-web`; and the two
-browsers' translations compared. `make browser-check` runs the same checks on the built book's
-page."""
+"""The page "Try the translator" in headless Chromium and Firefox (book/check_translator.py), where
+they are installed: its files (book/_static/translator, which `make test` and `make book` fill
+from npm and the export) on a page of their own, against the PyTorch translator and against each
+other; and the file picker with a tiny translator trained here by the command line's
+`--export-web`. `make browser-check` runs the same checks on the built book's page. Also the
+server the checks and `make serve` use (book/serve.py): cross-origin isolated, gzip where the
+browser accepts it, every byte it sends counted."""
+import gzip
 import importlib.util
-import os
+import json
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import needs_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 STATIC = ROOT / "book" / "_static" / "translator"
@@ -20,7 +22,10 @@ _spec = importlib.util.spec_from_file_location("check_translator",
                                                ROOT / "book" / "check_translator.py")
 check_translator = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_translator)
+browsers = check_translator.browsers
 
+needs_chromium = pytest.mark.needs_browser("chromium", browsers.find("chromium"))
+needs_firefox = pytest.mark.needs_browser("firefox", browsers.find("firefox"))
 needs_assets = pytest.mark.skipif(
     not (STATIC / "vendor" / "ort.wasm.min.mjs").is_file()
     or not (STATIC / "model" / "manifest.json").is_file(),
@@ -38,55 +43,23 @@ def tiny_export(tmp_path_factory):
     return out / "web"
 
 
-needs_firefox = pytest.mark.needs_program("firefox-esr", "firefox", debian="firefox-esr")
-BROWSERS = [pytest.param("chromium", marks=needs_chromium),
-            pytest.param("firefox", marks=needs_firefox)]
-
-
-@pytest.fixture(scope="module")
-def page_checks(tmp_path_factory, tiny_export):
-    """Each browser's checks, run once: {browser: Checks}."""
-    done = {}
-
-    def checks_in(browser: str):
-        if browser not in done:
-            site, rel = check_translator.harness_site(tmp_path_factory.mktemp(browser) / "site")
-            done[browser] = check_translator.run(site, rel, quick=False, own=tiny_export,
-                                                 browser=browser)
-        return done[browser]
-    return checks_in
-
-
-@needs_assets
-@pytest.mark.needs_data
-@pytest.mark.slow
-@pytest.mark.parametrize("browser", BROWSERS)
-def test_the_page_translates_as_pytorch_does_and_refuses_bad_input(page_checks, browser):
-    """In Chromium (DevTools protocol) and in Firefox (puppeteer-core over WebDriver BiDi,
-    book/browsers/), the same checks: tokens, translations, attention, bad input, the file picker,
-    no exception and no console error."""
-    if browser == "firefox" and check_translator.bridge_ready():
-        why = check_translator.bridge_ready()
-        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
-    checks = page_checks(browser)
-    assert not checks.failures, "\n".join(checks.failures)
-    assert len(checks.notes) >= 24                  # every check ran
-
-
 @needs_chromium
 @needs_firefox
 @needs_assets
 @pytest.mark.needs_data
 @pytest.mark.slow
-def test_firefox_translates_as_chromium_does(page_checks):
-    """On the same 1,000 sentences (greedy) and 100 (beam), the two browsers give the same ids."""
-    if check_translator.bridge_ready():
-        why = check_translator.bridge_ready()
-        pytest.fail(why) if os.environ.get("CI") else pytest.skip(why)
-    both = {b: page_checks(b) for b in ("chromium", "firefox")}
-    compared = check_translator.compare_browsers(both)
-    assert not compared.failures, "\n".join(compared.failures)
-    assert len(both["firefox"].outputs["greedy"]) == 1000
+def test_the_page_translates_as_pytorch_does_in_both_browsers(tmp_path, tiny_export):
+    """Every check of book/check_translator.py in Chromium, then in Firefox, and Firefox's
+    outputs against Chromium's."""
+    site, rel = check_translator.harness_site(tmp_path / "site")
+    checks = check_translator.run(site, rel, quick=False, own=tiny_export)
+    assert not checks.failures, "\n".join(checks.failures)
+    for name in ("chromium", "firefox"):
+        assert sum(f"[{name}]" in line for line in checks.notes) >= 30     # every check ran
+    assert sum("chromium's" in line and "bit for bit" in line for line in checks.notes) == 4
+    manifest = json.loads((tiny_export / "manifest.json").read_text())
+    assert manifest["languages"] == {"source": "de", "target": "en"}
+    assert len(manifest["examples"]) == 3                  # the run's first test sentences
 
 
 def test_the_harness_page_holds_the_contracts_elements(tmp_path):
@@ -104,3 +77,72 @@ def test_the_page_loads_nothing_from_another_host():
         text = path.read_text()
         text = text.replace("http://127.0.0.1", "").replace("http://www.w3.org/2000/svg", "")
         assert "http://" not in text and "https://" not in text, path
+
+
+def test_the_browser_driver_is_pinned():
+    """puppeteer-core, what Firefox is driven with, at one version in the lock file."""
+    package = json.loads((ROOT / "book" / "browser" / "package.json").read_text())
+    lock = json.loads((ROOT / "book" / "browser" / "package-lock.json").read_text())
+    version = package["dependencies"]["puppeteer-core"]
+    assert version[0].isdigit(), version                         # exact, not a range
+    assert lock["packages"]["node_modules/puppeteer-core"]["version"] == version
+
+
+def test_the_server_isolates_compresses_and_counts(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<p>" + "hello " * 2000 + "</p>")
+    (site / "big.wasm").write_bytes(b"\0asm" + bytes(100_000))
+    (site / "picture.png").write_bytes(bytes(5000))
+    server, handler = check_translator.serve.serve_in_thread(site)
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        for name, compressed in (("big.wasm", True), ("index.html", True),
+                                 ("picture.png", False)):
+            request = urllib.request.Request(base + name, headers={"Accept-Encoding": "gzip"})
+            with urllib.request.urlopen(request) as r:
+                body, headers = r.read(), r.headers
+            assert headers["Cross-Origin-Opener-Policy"] == "same-origin"
+            assert headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+            assert (headers["Content-Encoding"] == "gzip") == compressed, name
+            data = gzip.decompress(body) if compressed else body
+            assert data == (site / name).read_bytes()
+            assert handler.sent[-1]["path"] == "/" + name
+            assert handler.sent[-1]["bytes"] > len(body)                  # the headers too
+            assert handler.sent[-1]["bytes"] < len(body) + 1000
+        assert handler.sent[0]["bytes"] < 2000                # 100 kB of zeros, compressed
+        with urllib.request.urlopen(base + "big.wasm") as r:              # no Accept-Encoding
+            assert r.headers["Content-Encoding"] is None and len(r.read()) == 100_004
+            assert r.headers["Content-Type"] == "application/wasm"
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(base + "missing.js")
+        assert handler.sent[-1]["status"] == 404
+    finally:
+        server.shutdown()
+
+
+@needs_firefox
+def test_firefox_is_driven_over_webdriver_bidi(tmp_path):
+    """The bridge: a page loaded, a script evaluated (a Promise awaited), a console error and an
+    exception reported, a file given to an input, the viewport set, a screenshot taken."""
+    (tmp_path / "index.html").write_text(
+        "<input type=file id=f><script>console.error('seen'); "
+        "setTimeout(() => { throw new Error('thrown') }, 0)</script>")
+    server, _ = check_translator.serve.serve_in_thread(tmp_path)
+    browser = browsers.open_browser("firefox")
+    try:
+        browser.goto(f"http://127.0.0.1:{server.server_address[1]}/index.html")
+        assert browser.evaluate("new Promise(r => setTimeout(() => r(6 * 7), 10))") == 42
+        browser.set_files("#f", [tmp_path / "index.html"])
+        assert browser.evaluate("document.getElementById('f').files[0].name") == "index.html"
+        browser.viewport(390, 844)
+        assert browser.evaluate("innerWidth") == 390
+        browser.screenshot(tmp_path / "shot.png")
+        assert (tmp_path / "shot.png").read_bytes()[:4] == b"\x89PNG"
+        events = browser.events()
+        assert events["console"] == ["seen"] and any("thrown" in e for e in events["errors"])
+        assert browser.memory() > 10 * 2**20
+        assert browser.version.startswith("firefox/")
+    finally:
+        browser.close()
+        server.shutdown()

@@ -16,7 +16,7 @@ from .decoder import reorder_cache
 from .model import evaluating
 
 # %% auto #0
-__all__ = ['greedy_decode', 'length_penalty', 'beam_search']
+__all__ = ['NEW_TOKENS_OVER_SOURCE', 'greedy_decode', 'length_penalty', 'max_new_tokens', 'beam_search']
 
 # %% ../notebooks/15_decoding.ipynb #bc96db69
 def _banned(vocab: int, pad_id: int, bos_id: int, eos_id: int, device) -> torch.Tensor:
@@ -151,6 +151,17 @@ def _beam_step(b: _Beams, logits: torch.Tensor, t: int, max_len: int, alpha: flo
     return order
 
 # %% ../notebooks/15_decoding.ipynb #4d2de531
+NEW_TOKENS_OVER_SOURCE = 50     # section 6.1: "maximum output length ... input length + 50"
+
+
+def max_new_tokens(source_length: int, max_len: int) -> int:
+    """The most tokens a decoder writes for a source of `source_length` ids: the source length +
+    50 (section 6.1), at most `max_len`, the model's positional table (`config.max_len`), which
+    every position the decoder reads must fit in. The one rule of the package's translators
+    (`beam_search`'s default, `train.translate`), the export and the page."""
+    return min(source_length + NEW_TOKENS_OVER_SOURCE, max_len)
+
+
 def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
                 src_mask: torch.Tensor | None = None, use_cache: bool = True, *,
@@ -159,8 +170,8 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: 
 
     `src` (B, S). Returns the best hypothesis per sentence as token ids (B, T) starting with
     `bos_id`, `pad_id` after `eos_id`; with `return_scores` also its score s(Y) (B,), computed in
-    float32 (float64 for a float64 model). `max_len` (new tokens) defaults to S + 50, capped at the
-    model's `config.max_len`.
+    float32 (float64 for a float64 model). `max_len` (new tokens) defaults to
+    `max_new_tokens(S, config.max_len)`: S + 50, within the model's positional table.
     """
     pad_id, max_len = _check_beam_args(model, src, beam_size, alpha, max_len, bos_id, eos_id,
                                        pad_id)
@@ -245,7 +256,7 @@ def _check_beam_args(model: nn.Module, src: torch.Tensor, beam_size, alpha, max_
         raise ValueError(f"alpha must be >= 0 and finite, got {alpha!r}")
     pad_id = _check_decoding(model, src, bos_id, eos_id, pad_id)
     if max_len is None:
-        max_len = min(src.shape[1] + 50,
-                      int(getattr(getattr(model, "config", None), "max_len", 10**9)))
+        max_len = max_new_tokens(src.shape[1],
+                                 int(getattr(getattr(model, "config", None), "max_len", 10**9)))
     _check_count(max_len, "max_len", "new tokens")
     return pad_id, max_len

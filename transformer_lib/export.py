@@ -10,9 +10,14 @@ import argparse
 import contextlib
 import copy
 import hashlib
+import importlib.metadata
 import json
 import logging
+import os
+import re
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,49 +26,29 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .decoding import beam_search, greedy_decode
+from .decoding import beam_search, greedy_decode, max_new_tokens
 from .model import Transformer
 from .multi_head_attention import MultiHeadAttention
 from .text import require
 
-FORMAT = "attention-derived/web-translator-1"
+FORMAT = "attention-derived/web-translator-2"
 FILES = ("manifest.json", "tokenizer.json", "encoder.onnx", "decoder_step.onnx", "decoder.onnx",
          "weights.bin")
 WEIGHTS_FILE = "weights.bin"
 DEFAULT_PRESET = "cpu-30min"          # the recipe of the shipped translator: its beam and alpha
-
-
-EXPORT_TORCH = (2, 11)     # the oldest torch the export is tested with (pyproject.toml, [export])
+# What writing the graphs needs (pyproject.toml's [export] extra; running them in Python needs
+# onnxruntime too): torch.onnx's exporter of torch 2.11 and later, through onnxscript.
+EXPORT_NEEDS = {"torch": "2.11", "onnx": "1.17", "onnxscript": "0.6"}
 
 
 def _require(module: str):
     """Import `module` (onnx, onnxruntime, onnxscript: the [export] extra) or say how to get it."""
     return require(module, "export", "transformer_lib.export")
 
-
-def missing_for_export() -> str | None:
-    """What an export needs and this environment lacks, in one sentence that says what to install
-    (None when nothing is missing): onnx and onnxscript write the graphs, onnxruntime checks them,
-    and torch.onnx's exporter of torch EXPORT_TORCH or newer traces them. Checked before any work,
-    so a run with `--export-web` fails at its start, not after training."""
-    import importlib.util
-    absent = [m for m in ("onnx", "onnxscript", "onnxruntime")
-              if importlib.util.find_spec(m) is None]
-    have = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
-    old = have < EXPORT_TORCH
-    if not absent and not old:
-        return None
-    parts = ([f"{', '.join(absent)} (not installed)"] if absent else []) + (
-        [f"torch {'.'.join(map(str, EXPORT_TORCH))} or newer (this is {torch.__version__})"]
-        if old else [])
-    return ("exporting for the page 'Try the translator' needs " + " and ".join(parts)
-            + ': pip install "transformer-lib[export]"'
-            + (f' "torch>={".".join(map(str, EXPORT_TORCH))}"' if old else ""))
-
 # %% auto #0
-__all__ = ['FORMAT', 'FILES', 'WEIGHTS_FILE', 'DEFAULT_PRESET', 'EXPORT_TORCH', 'missing_for_export', 'keeping_weights',
-           'EncoderGraph', 'DecoderGraph', 'DecoderStepGraph', 'export_translator', 'OnnxTranslator',
-           'check_export_folder', 'max_new_tokens', 'translate_one', 'main']
+__all__ = ['FORMAT', 'FILES', 'WEIGHTS_FILE', 'DEFAULT_PRESET', 'EXPORT_NEEDS', 'keeping_weights', 'EncoderGraph', 'DecoderGraph',
+           'DecoderStepGraph', 'export_translator', 'check_export_requirements', 'OnnxTranslator',
+           'check_export_folder', 'translate_one', 'main']
 
 # %% ../notebooks/A8_export.ipynb #c33b5912
 @contextlib.contextmanager
@@ -249,40 +234,56 @@ def _share_weights(protos: list, path: Path, min_bytes: int = 1024) -> int:
 
 # %% ../notebooks/A8_export.ipynb #7c0358e2
 def export_translator(model: Transformer, tokenizer, out_dir, *, info: dict | None = None,
-                      beam_size: int = 4, alpha: float = 0.6) -> dict:
+                      beam_size: int | None = None, alpha: float | None = None,
+                      source_lang: str = "de", target_lang: str = "en",
+                      examples: Sequence[str] | None = None) -> dict:
     """Write `model` and `tokenizer` in the page's format into `out_dir`: encoder.onnx,
     decoder_step.onnx and decoder.onnx (EncoderGraph, DecoderStepGraph, DecoderGraph; float32),
-    weights.bin (their weights, shared),
-    tokenizer.json (the tokenizer's own file) and manifest.json (special ids, sizes, the
-    decoding settings `beam_size` and `alpha`, `info` about where the weights come from, each
-    file's size and SHA-256). Returns the manifest."""
-    _check_exportable(model, tokenizer, beam_size, alpha)
+    weights.bin (their weights, shared), tokenizer.json (the tokenizer's own file) and
+    manifest.json: special ids, sizes, the limit on new tokens, the decoding settings `beam_size`
+    and `alpha` (default: those of the `DEFAULT_PRESET` recipe), the languages (ISO 639 codes,
+    `source_lang` -> `target_lang`), a few source sentences to offer (`examples`), `info` about
+    where the weights come from, and each file's size and SHA-256. The files are written into a new
+    folder beside `out_dir` and renamed into place, so a failed export leaves `out_dir` as it was.
+    Returns the manifest."""
+    beam_size, alpha = _decoding_defaults(beam_size, alpha)
+    _check_exportable(model, tokenizer, beam_size, alpha, source_lang, target_lang, examples)
+    check_export_requirements()
     onnx = _require("onnx")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    m = copy.deepcopy(model).to("cpu", torch.float32).eval()     # the model itself is untouched
-    m.check_inputs = False         # a check that reads the ids is no graph op: the page checks them
-    c = m.config
-    src = torch.tensor([tokenizer.encode("Ein Mann fährt Rad.", add_eos=True)])
-    tgt = torch.tensor([[tokenizer.bos_id, 5, 6], [tokenizer.bos_id, 7, 8]]) % c.tgt_vocab_size
-    S = torch.export.Dim("S", min=1, max=c.max_len)
-    B, T = torch.export.Dim("B", min=1, max=64), torch.export.Dim("T", min=1, max=c.max_len)
-    with keeping_weights(m), torch.no_grad():
-        enc = _export_graph(EncoderGraph(m), (src,), ["src"], ["memory", "encoder_attention",
-                                                               "memory_keys", "memory_values"],
-                            ({1: S},))
-        dec = _export_graph(DecoderGraph(m), (tgt, m.encode(src)), ["tgt", "memory"],
-                            ["logits", "decoder_attention", "cross_attention"],
-                            ({0: B, 1: T}, {1: S}))
-    step = _export_graph(DecoderStepGraph(m), _step_example(m, tgt, src), _STEP_INPUTS,
-                         ["logits", "present_keys", "present_values"], _step_shapes(c))
-    _share_weights([enc, step, dec], out / WEIGHTS_FILE)
-    for proto, name in ((enc, "encoder.onnx"), (step, "decoder_step.onnx"), (dec, "decoder.onnx")):
-        onnx.save(proto, str(out / name))
-    (out / "tokenizer.json").write_text(tokenizer.tokenizer.to_str(), encoding="utf-8")
-    manifest = _manifest(c, tokenizer, out, info, beam_size, alpha)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        m = copy.deepcopy(model).to("cpu", torch.float32).eval()  # the model itself is untouched
+        m.check_inputs = False    # a check that reads the ids is no graph op: the page checks them
+        c = m.config
+        src = torch.tensor([list(range(4, 10))]) % c.src_vocab_size     # any ids trace the graphs
+        tgt = torch.tensor([[tokenizer.bos_id, 5, 6], [tokenizer.bos_id, 7, 8]]) % c.tgt_vocab_size
+        S = torch.export.Dim("S", min=1, max=c.max_len)
+        B, T = torch.export.Dim("B", min=1, max=64), torch.export.Dim("T", min=1, max=c.max_len)
+        with keeping_weights(m), torch.no_grad():
+            enc = _export_graph(EncoderGraph(m), (src,), ["src"], ["memory", "encoder_attention",
+                                                                   "memory_keys", "memory_values"],
+                                ({1: S},))
+            dec = _export_graph(DecoderGraph(m), (tgt, m.encode(src)), ["tgt", "memory"],
+                                ["logits", "decoder_attention", "cross_attention"],
+                                ({0: B, 1: T}, {1: S}))
+        step = _export_graph(DecoderStepGraph(m), _step_example(m, tgt, src), _STEP_INPUTS,
+                             ["logits", "present_keys", "present_values"], _step_shapes(c))
+        _share_weights([enc, step, dec], tmp / WEIGHTS_FILE)
+        for proto, name in ((enc, "encoder.onnx"), (step, "decoder_step.onnx"),
+                            (dec, "decoder.onnx")):
+            onnx.save(proto, str(tmp / name))
+        (tmp / "tokenizer.json").write_text(tokenizer.tokenizer.to_str(), encoding="utf-8")
+        manifest = _manifest(c, tokenizer, tmp, info, beam_size, alpha,
+                             (source_lang, target_lang), examples)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False)
+                                           + "\n", encoding="utf-8")
+        _move_into_place(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
 
 # %% ../notebooks/A8_export.ipynb #2f389af9
 _STEP_INPUTS = ["token", "past_keys", "past_values", "memory_keys", "memory_values"]
@@ -304,9 +305,23 @@ def _step_shapes(c) -> tuple:
     return ({0: B}, {1: B, 3: P}, {1: B, 3: P}, {3: S}, {3: S})
 
 
-def _manifest(c, tokenizer, out: Path, info: dict | None, beam_size: int, alpha: float) -> dict:
+def _decoding_defaults(beam_size: int | None, alpha: float | None) -> tuple[int, float]:
+    """`beam_size` and `alpha`, each taken from the `DEFAULT_PRESET` recipe where it is None: the
+    one home of the export's defaults, the command line's included."""
+    if beam_size is None or alpha is None:
+        from transformer_lib.recipe import preset
+        recipe = preset(DEFAULT_PRESET)
+        beam_size = recipe.beam_size if beam_size is None else beam_size
+        alpha = recipe.length_penalty if alpha is None else alpha
+    return beam_size, alpha
+
+
+def _manifest(c, tokenizer, out: Path, info: dict | None, beam_size: int, alpha: float,
+              languages: tuple[str, str], examples: Sequence[str] | None) -> dict:
     """What the page reads before it loads the graphs: the format, the special ids, the model's
-    sizes, how to decode, where the weights come from, and each file's size and SHA-256."""
+    sizes, how many tokens it may write (`decoding.max_new_tokens` as numbers: source length +
+    `source_plus`, at most `at_most`), how to decode, the languages, sentences to offer, where the
+    weights come from, and each file's size and SHA-256."""
     return {
         "format": FORMAT,
         "special_ids": {"pad": tokenizer.pad_id, "bos": tokenizer.bos_id,
@@ -314,8 +329,10 @@ def _manifest(c, tokenizer, out: Path, info: dict | None, beam_size: int, alpha:
         "vocab_size": c.tgt_vocab_size, "d_model": c.d_model, "n_heads": c.n_heads,
         "n_layers": c.n_layers, "max_len": c.max_len,
         "max_source_tokens": c.max_len,                       # eos included
-        "max_new_tokens": f"min(S + 50, {c.max_len - 1})",    # as transformer_lib.train.translate
+        "max_new_tokens": {"source_plus": max_new_tokens(0, 10**9), "at_most": c.max_len},
         "beam_size": beam_size, "length_penalty": alpha,
+        "languages": {"source": languages[0], "target": languages[1]},
+        "examples": list(examples or []),
         "source": dict(info or {}),
         "files": {name: {"bytes": (out / name).stat().st_size, "sha256": _sha256(out / name)}
                   for name in FILES[1:]},
@@ -324,10 +341,58 @@ def _manifest(c, tokenizer, out: Path, info: dict | None, beam_size: int, alpha:
 
 def _sha256(path: Path) -> str:
     """The SHA-256 of a file's bytes, in hex."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _check_exportable(model, tokenizer, beam_size, alpha) -> None:
+def _move_into_place(tmp: Path, out: Path) -> None:
+    """Put the export written into `tmp` at `out`: the folder renamed where `out` does not exist
+    or is empty; else the old manifest removed first, each file renamed over its old copy, and the
+    new manifest last (other files in `out` are left alone). Either way a folder with a manifest
+    never holds the files of two exports."""
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o777 & ~umask)                 # mkdtemp's folder is private; an export is not
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    if not out.is_dir():
+        raise NotADirectoryError(f"{out} is a file: give a folder to export into")
+    (out / "manifest.json").unlink(missing_ok=True)
+    for name in FILES[1:]:
+        os.replace(tmp / name, out / name)
+    os.replace(tmp / "manifest.json", out / "manifest.json")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """A version's leading numbers: "2.13.0+cpu" -> (2, 13, 0)."""
+    return tuple(int(n) for n in re.match(r"\d+(?:\.\d+)*", text).group().split("."))
+
+
+def check_export_requirements() -> None:
+    """Raise one ImportError that names every package the export lacks or has too old (and how
+    to install them), before anything is done: `--export-web` calls it before training starts."""
+    problems = []
+    for name, floor in EXPORT_NEEDS.items():
+        try:
+            have = torch.__version__ if name == "torch" else importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            problems.append(f"{name} is not installed")
+            continue
+        if _version(have) < _version(floor):
+            problems.append(f"{name} is {have}, older than {floor}")
+    if problems:
+        needs = ", ".join(f"{name}>={floor}" for name, floor in EXPORT_NEEDS.items())
+        raise ImportError(f"exporting a translator needs {needs}: {'; '.join(problems)}. "
+                          'Install them with: pip install -U "transformer-lib[export]"'
+                          + (' "torch>=' + EXPORT_NEEDS["torch"] + '"'
+                             if any(p.startswith("torch") for p in problems) else ""))
+
+
+def _check_exportable(model, tokenizer, beam_size, alpha, source_lang="de", target_lang="en",
+                      examples=None) -> None:
     """A clear error, before anything is written, for what `export_translator` cannot export."""
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be a transformer_lib Transformer, got {type(model).__name__}")
@@ -338,6 +403,14 @@ def _check_exportable(model, tokenizer, beam_size, alpha) -> None:
         raise ValueError(f"beam_size must be an int >= 1, got {beam_size!r}")
     if not 0 <= alpha < float("inf"):                               # also rejects NaN
         raise ValueError(f"alpha must be >= 0 and finite, got {alpha!r}")
+    for name, lang in (("source_lang", source_lang), ("target_lang", target_lang)):
+        if not isinstance(lang, str) or not re.fullmatch(r"[a-z]{2,3}", lang):
+            raise ValueError(f"{name} must be an ISO 639 language code such as 'de', got {lang!r}")
+    if examples is not None and (isinstance(examples, str) or not all(
+            isinstance(e, str) and e.strip() for e in examples)):
+        raise ValueError("examples must be a list of non-empty sentences, got "
+                         f"{examples!r:.80}")
+
 
 # %% ../notebooks/A8_export.ipynb #a104c3e3
 class OnnxTranslator(nn.Module):
@@ -366,12 +439,16 @@ class OnnxTranslator(nn.Module):
     def encode(self, src: torch.Tensor, src_mask=None) -> torch.Tensor:
         """memory (1, S, d_model) of one sentence src (1, S) without padding; `src_mask`, which
         the decoders pass, is all True for such a sentence and is not needed."""
-        if src.shape[0] != 1 or (src == self.config.pad_id).any():
-            raise ValueError("OnnxTranslator translates one sentence at a time, with no padding: "
-                             f"src must have shape (1, S), got {tuple(src.shape)}")
+        if src.shape[0] != 1:
+            raise ValueError("OnnxTranslator translates one sentence at a time: src must have "
+                             f"shape (1, S), got {tuple(src.shape)}")
+        if (src == self.config.pad_id).any():
+            raise ValueError("OnnxTranslator translates a sentence without padding: src holds the "
+                             f"pad id {self.config.pad_id}")
         memory, weights, self._keys, self._values = self.encoder.run(None, {"src": src.numpy()})
         self.last["encoder"] = weights
-        return torch.from_numpy(memory)
+        self._memory = torch.from_numpy(memory)
+        return self._memory
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask=None, tgt_mask=None,
                cache=None) -> torch.Tensor:
@@ -379,7 +456,13 @@ class OnnxTranslator(nn.Module):
         chapter 15's decoders pass it), tgt (B, 1) holds each hypothesis's newest token and the
         step graph runs; the dict keeps the self-attention keys and values per layer, (B, h, P,
         d_k), so `reorder_cache` reorders them. Without, tgt (B, T) is the whole prefix and the
-        prefix graph runs (the causal mask is inside it)."""
+        prefix graph runs (the causal mask is inside it). `memory` must be what the latest
+        `encode` returned (a decoder may repeat it for its beams): the step graph reads the keys
+        and values that `encode` kept."""
+        if getattr(self, "_memory", None) is None or memory.shape[1:] != self._memory.shape[1:] \
+                or not bool((memory == self._memory).all()):
+            raise ValueError("OnnxTranslator decodes the sentence it encoded last: memory is not "
+                             "what the latest encode returned")
         if cache is not None:
             return self._step(tgt, cache)
         logits, self_w, cross_w = self.decoder.run(None, {"tgt": tgt.numpy(),
@@ -409,27 +492,35 @@ def check_export_folder(folder) -> None:
     if missing:
         raise FileNotFoundError(f"{folder} is not an exported translator: it lacks "
                                 f"{', '.join(missing)} (an export holds {', '.join(FILES)})")
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{folder / 'manifest.json'} is not of format {FORMAT}")
-    for name, listed in manifest["files"].items():
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{folder / 'manifest.json'} is not JSON ({e})") from e
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"{folder / 'manifest.json'} is not of format {FORMAT}: export the "
+                         "translator again")
+    listed = manifest.get("files")
+    if not isinstance(listed, dict) or set(listed) != set(FILES[1:]):
+        raise ValueError(f"{folder / 'manifest.json'} does not list the files "
+                         f"{', '.join(FILES[1:])}: export the translator again")
+    for name, want in listed.items():
         path = folder / name
-        if path.stat().st_size != listed["bytes"] or _sha256(path) != listed["sha256"]:
-            raise ValueError(f"{path} is not the file its manifest lists (size or SHA-256 differ): "
+        if path.stat().st_size != want.get("bytes"):
+            raise ValueError(f"{path} is {path.stat().st_size:,} bytes; its manifest says "
+                             f"{want.get('bytes'):,}: export the translator again")
+        if _sha256(path) != want.get("sha256"):
+            raise ValueError(f"{path} is not the file its manifest lists (its SHA-256 differs): "
                              "export the translator again")
 
 # %% ../notebooks/A8_export.ipynb #dbfe873e
-def max_new_tokens(source_length: int, max_len: int) -> int:
-    """New tokens a decoder may write for a source of `source_length` ids: S + 50, within the
-    positional table (transformer_lib.train.translate's rule)."""
-    return min(source_length + 50, max_len - 1)
-
-
-def translate_one(model, tokenizer, text: str, beam_size: int = 1, alpha: float = 0.6,
+def translate_one(model, tokenizer, text: str, beam_size: int = 1, alpha: float | None = None,
                   prefix: bool = False) -> list[int]:
-    """The output ids (bos first, eos last when produced) of one sentence, greedy or beam search,
-    as the page decodes it: PyTorch for a Transformer, ONNX Runtime for an OnnxTranslator, both
-    with the key/value cache (`prefix=True`: an OnnxTranslator's prefix graph instead)."""
+    """The output ids (bos first, eos last when produced) of one sentence, greedy or beam search
+    (`alpha`: default the `DEFAULT_PRESET` recipe's, as the export's), as the page decodes it, with
+    at most `decoding.max_new_tokens` new tokens: PyTorch for a Transformer, ONNX Runtime for an
+    OnnxTranslator, both with the key/value cache (`prefix=True`: an OnnxTranslator's prefix
+    graph instead)."""
+    _, alpha = _decoding_defaults(beam_size, alpha)
     src = torch.tensor([tokenizer.encode(text, add_eos=True)])
     n = max_new_tokens(src.shape[1], model.config.max_len)
     cache = not prefix
@@ -444,35 +535,40 @@ def translate_one(model, tokenizer, text: str, beam_size: int = 1, alpha: float 
 # %% ../notebooks/A8_export.ipynb #6d15d6e8
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: `python -m transformer_lib.export --out DIR [--translator PATH]
-    [--beam-size K] [--alpha A]`. Exports the book's translator (or a file `save_translator`
-    wrote) into DIR and prints the files written with their sizes."""
+    [--beam-size K] [--alpha A] [--source-lang L] [--target-lang L] [--example TEXT ...]`.
+    Exports the book's translator (or a file `save_translator` wrote) into DIR and prints the
+    files written with their sizes."""
     from transformer_lib.data import DataError, load_translator
-    from transformer_lib.recipe import preset
-    recipe = preset(DEFAULT_PRESET)
+    beam_size, alpha = _decoding_defaults(None, None)
     p = argparse.ArgumentParser(prog="python -m transformer_lib.export",
                                 description="Export a translator for the page 'Try the "
-                                            "translator': three ONNX graphs, their shared "
-                                            "weights, the tokenizer and a manifest.")
+                                            "translator': three ONNX graphs, their weights, the "
+                                            "tokenizer and a manifest.")
     p.add_argument("--out", required=True, help="folder to write the six files into")
     p.add_argument("--translator", default=None,
                    help="a translator file written by save_translator (default: the book's, "
                         "pretrained/multi30k-de-en-cpu.pt)")
-    p.add_argument("--beam-size", type=int, default=recipe.beam_size,
+    p.add_argument("--beam-size", type=int, default=None,
                    help=f"beams of the page's beam search (default: {DEFAULT_PRESET}'s, "
-                        f"{recipe.beam_size})")
-    p.add_argument("--alpha", type=float, default=recipe.length_penalty,
-                   help=f"its length penalty (default: {DEFAULT_PRESET}'s, "
-                        f"{recipe.length_penalty})")
+                        f"{beam_size})")
+    p.add_argument("--alpha", type=float, default=None,
+                   help=f"its length penalty (default: {DEFAULT_PRESET}'s, {alpha})")
+    p.add_argument("--source-lang", default=None, help="the language translated from, an ISO "
+                   "639 code (default: the translator file's, else de)")
+    p.add_argument("--target-lang", default=None, help="the language translated into (default: "
+                   "the translator file's, else en)")
+    p.add_argument("--example", action="append", default=None,
+                   help="a source sentence the page offers (repeat for several)")
     args = p.parse_args(argv)
-    missing = missing_for_export()
-    if missing:
-        print(f"error: {missing}", file=sys.stderr)
-        return 2
     try:
+        check_export_requirements()              # before the translator is read
         model, tokenizer, info = load_translator(args.translator)
         export_translator(model, tokenizer, args.out, info=info, beam_size=args.beam_size,
-                          alpha=args.alpha)
-    except (DataError, OSError, ValueError, TypeError, ModuleNotFoundError) as e:
+                          alpha=args.alpha,
+                          source_lang=args.source_lang or info.get("source_lang", "de"),
+                          target_lang=args.target_lang or info.get("target_lang", "en"),
+                          examples=args.example)
+    except (DataError, OSError, ValueError, TypeError, ImportError) as e:
         print("error: " + " ".join(str(e).split()), file=sys.stderr)      # one line, no traceback
         return 2
     out = Path(args.out)
@@ -480,6 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in FILES:
         print(f"  {name:15s} {(out / name).stat().st_size:>12,} bytes")
     return 0
+
 
 # %% ../notebooks/A8_export.ipynb #98d563c7
 # The command line, last in the module so that every function above is defined when it runs.

@@ -98,7 +98,7 @@ from transformer_lib.training import (
     train,
 )
 
-from .decoding import beam_search, greedy_decode
+from .decoding import beam_search, greedy_decode, max_new_tokens
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
 
@@ -109,7 +109,7 @@ __all__ = ['MAX_LEN', 'MODEL_FIELDS', 'TEST_SPLITS', 'TASKS', 'LANGUAGES', 'FIRS
            'compile_choice', 'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit',
            'after_step', 'snapshot', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights',
            'diverged', 'named_remedies', 'finalize', 'choose_weights', 'results_record', 'startup_record',
-           'report_files', 'load_run', 'main', 'bleu_line', 'export_web', 'live_preset', 'reader_commands',
+           'report_files', 'load_run', 'main', 'bleu_line', 'languages', 'export_web', 'live_preset', 'reader_commands',
            'run_report']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
@@ -152,7 +152,7 @@ def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence
     for start in range(0, len(order), step):
         chunk = order[start:start + step]
         src = pad_sequences([ids[i] for i in chunk], tokenizer.pad_id).to(device)       # (B, S)
-        max_len = min(src.shape[1] + 50, MAX_LEN - 1)
+        max_len = max_new_tokens(src.shape[1], model.config.max_len)    # S + 50, within the table
         with autocast(device, amp_dtype):
             if beam_size == 1:
                 hyp = greedy_decode(model, src, max_len, tokenizer.bos_id, tokenizer.eos_id,
@@ -750,8 +750,8 @@ def finalize(s: RunResult) -> RunResult:
             test_greedy=test[0], test_beam=test[1], startup=startup_record(s)))
         save_translator(s.out_dir / "translator.pt", unwrap_model(s.model), s.tokenizer,
                         info={"record": str(results_path(r)), "weights": chosen,
-                              "git_commit": s.commit or "", "src_lang": r.src_lang,
-                              "tgt_lang": r.tgt_lang})
+                              "git_commit": s.commit or "", "source_lang": languages(r)[0],
+                              "target_lang": languages(r)[1]})
         # the whole run, as a reader waits for it: data, tokenizer, training, every evaluation
         results["wall_seconds"] = round(time.perf_counter() - s.started_at, 1)
         write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
@@ -901,29 +901,48 @@ def bleu_line(split: str, t: dict) -> str:
 # %% ../notebooks/18_capstone.ipynb #e7c1a9f1
 def _export_flag(argv: Sequence[str] | None) -> tuple[str | None, list[str]]:
     """`--export-web DIR`, taken out of the command line before the recipe's flags are read:
-    (DIR or None, the other arguments). Refused before training when the export would fail for
-    want of a package or a recent enough torch (`export.missing_for_export`)."""
+    (DIR or None, the other arguments). Refused before training, with one message naming what to
+    install, where the export's packages or torch version are missing."""
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--export-web", default=None)
     args, rest = p.parse_known_args(sys.argv[1:] if argv is None else list(argv))
     if args.export_web is not None:
-        from transformer_lib.export import missing_for_export
-        missing = missing_for_export()
-        if missing:
-            raise RecipeError(f"--export-web: {missing}")
+        from transformer_lib.export import check_export_requirements
+        try:
+            check_export_requirements()
+        except ImportError as e:
+            raise RecipeError(f"--export-web: {e}") from e
     return args.export_web, rest
+
+
+def languages(recipe: Recipe) -> tuple[str, str]:
+    """The (source, target) ISO 639 codes a run translates: the recipe's own fields where it has
+    them (`src_lang`, `tgt_lang`), else its dataset's (`LANGUAGES`: Multi30k de→en, WMT en→de)."""
+    src, tgt = LANGUAGES.get(recipe.dataset, LANGUAGES["multi30k"])
+    return getattr(recipe, "src_lang", None) or src, getattr(recipe, "tgt_lang", None) or tgt
 
 
 def export_web(result: RunResult, folder) -> dict:
     """Export a finished run's translator into `folder` for the page "Try the translator"
-    (appendix A8), decoding with the run's beam size and length penalty; returns the manifest."""
+    (appendix A8), decoding with the run's beam size and length penalty, labelled with its
+    languages and offering its first three test sentences; returns the manifest. A failed export
+    says so in one line (the run's own files are written already)."""
     from transformer_lib.export import export_translator
     r = result.recipe
-    manifest = export_translator(unwrap_model(result.model), result.tokenizer, folder,
-                                 beam_size=r.beam_size, alpha=r.length_penalty,
-                                 info={"record": str(results_path(r)),
-                                       "git_commit": result.commit,
-                                       "weights": result.results.get("weights")})
+    source, target = languages(r)
+    try:
+        manifest = export_translator(unwrap_model(result.model), result.tokenizer, folder,
+                                     beam_size=r.beam_size, alpha=r.length_penalty,
+                                     source_lang=source, target_lang=target,
+                                     examples=[s for s, _ in result.test_pairs[:3]],
+                                     info={"record": str(results_path(r)),
+                                           "git_commit": result.commit,
+                                           "weights": result.results.get("weights")})
+    except (ImportError, RuntimeError, ValueError, TypeError) as e:
+        again = (f"python -m transformer_lib.export --translator "
+                 f"{Path(r.out_dir) / 'translator.pt'} --out {folder}")
+        raise RecipeError(f"the run finished (its files are in {r.out_dir}), but exporting it for "
+                          f"the page failed: {e}. Export it again with: {again}") from e
     print(f"exported for the page 'Try the translator': {Path(folder).resolve()}")
     return manifest
 

@@ -18,6 +18,11 @@ carriage return, and the kernel sends each redraw as a separate stream message. 
 carriage returns, so every redraw became a line of its own (over a hundred on the toy-task page).
 Here consecutive stream messages of one name are first concatenated as they arrived, which is what
 a notebook front end does, and myst-nb's merge then runs on the result.
+
+4. The theme's colour mode defaults to "auto" (the reader's system setting). The theme's
+`default_mode` (a template variable of `html_context`) is empty unless set, and on a reader's
+first visit (nothing in localStorage) its script then calls setTheme("") and logs "Got invalid
+theme mode: . Resetting to auto." as a console error on every page.
 """
 import re
 
@@ -85,8 +90,14 @@ def _coalesce_streams(outputs):
     return _myst_nb_coalesce_streams(_join_raw_streams(outputs))
 
 
+def _default_mode(app, config):
+    """The theme's `default_mode` (in `html_context`), "auto" unless the book sets it."""
+    config.html_context = {"default_mode": "auto", **(config.html_context or {})}
+
+
 def setup(app):
     _nb_render.coalesce_streams = _coalesce_streams
+    app.connect("config-inited", _default_mode)
     app.connect("autodoc-process-docstring", _markdown_code_to_literal)
     app.connect("html-page-context", _unique_scripts, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -6,10 +6,14 @@
 
 `vendor` copies from book/translator/node_modules (`npm ci --prefix book/translator`) only the
 files the page loads: the WebAssembly build of ONNX Runtime Web (its module, its loader and its
-.wasm) and the ES module of tokenizers.js. `model` exports the book's translator with
+.wasm) and the ES module of tokenizers.js, and lists their sizes in vendor/files.json (the page
+counts its loading against them). `model` exports the book's translator with
 `python -m transformer_lib.export` into model/, then adds what the page shows besides: the
 attention snapshots that chapter 18 recorded (results/multi30k-cpu-30min.attention.json) with the
-tokens of their sentence, and heads.png, the static figure printed where the explorer would be.
+tokens of their sentence, and every epoch's validation BLEU (the run's history); about.json,
+what the page says the model is (from the run's record: its task, training time, CPU, training
+sentences, test BLEU); and heads.png, the static figure shown while the translator loads and
+printed where the explorer would be.
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ def vendor(out: Path = OUT / "vendor") -> None:
             (out / name).write_text(text, encoding="utf-8")
         else:
             shutil.copyfile(path, out / name)
+    sizes = {name: (out / name).stat().st_size for name in VENDOR.values()}
+    (out / "files.json").write_text(json.dumps(sizes, indent=1) + "\n", encoding="utf-8")
 
 
 def snapshots(out: Path) -> None:
@@ -53,6 +59,7 @@ def snapshots(out: Path) -> None:
     from transformer_lib import load_translator
     from transformer_lib.data import load_multi30k
     record = json.loads((ROOT / "results" / "multi30k-cpu-30min.attention.json").read_text())
+    history = json.loads((ROOT / "results" / "multi30k-cpu-30min.history.json").read_text())
     _, tok, _ = load_translator()
     de, en = load_multi30k(record["split"])[record["sentence_index"]]
     keep = ("epoch", "attention", "heads", "val_bleu_greedy")
@@ -60,12 +67,33 @@ def snapshots(out: Path) -> None:
             "sentence_index": record["sentence_index"], "layer": 2,
             "source_tokens": tok.tokens(de, add_eos=True),
             "target_tokens": tok.tokens(en, add_bos=True),
-            "weights": [{k: w.get(k) for k in keep} for w in record["weights"]]}
+            "weights": [{k: w.get(k) for k in keep} for w in record["weights"]],
+            # every epoch's validation BLEU (the run's history, epoch counted from 0 as above),
+            # for the epochs before the first kept snapshot too
+            "bleu_by_epoch": [{"epoch": e["epoch"], "val_bleu_greedy": round(e["bleu_greedy"], 1)}
+                              for e in history["evals"] if e.get("weights") is None]}
     n_rows = len(data["weights"][0]["attention"])
     if n_rows != len(data["target_tokens"]) or len(data["weights"][0]["attention"][0]) != len(
             data["source_tokens"]):
         sys.exit("the snapshot record does not match its sentence's tokens")
     (out / "snapshots.json").write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def about(out: Path) -> None:
+    """about.json: what the page says about the book's translator, from the shipped run's record
+    (results/multi30k-cpu-30min.json) and the data it trained on."""
+    from transformer_lib.data import load_multi30k
+    record = json.loads((ROOT / "results" / "multi30k-cpu-30min.json").read_text())
+    test = record["test_2016_flickr"]
+    data = {"record": "results/multi30k-cpu-30min.json", "task": record["task"],
+            "training_seconds": record["training_seconds"], "cpu": record["cpu"],
+            "device": record["device"], "parameters": record["parameters"],
+            "epochs": record["epochs"], "training_sentences": len(load_multi30k("train")),
+            "corpus": "Multi30k: German captions of photos from Flickr, with English translations",
+            "test_bleu": {"greedy": round(test["bleu_greedy"], 1),
+                          "beam": round(test["bleu_beam"], 1), "split": "test_2016_flickr"}}
+    (out / "about.json").write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n",
+                                    encoding="utf-8")
 
 
 def figure(out: Path) -> None:
@@ -91,6 +119,7 @@ def figure(out: Path) -> None:
 def model(out: Path = OUT / "model") -> None:
     subprocess.run([sys.executable, "-m", "transformer_lib.export", "--out", str(out)], check=True)
     snapshots(out)
+    about(out)
     figure(out)
 
 
