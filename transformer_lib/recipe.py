@@ -121,7 +121,8 @@ class Recipe:
 # training clock paused) and keeps its epochs' weights for chapter 18's figures. The earlier
 # 3+3 recipe with all three dropouts at 0.1 and 8,000 tokens is results/multi30k-cpu-30min-3x3.json.
 # It trains in float32 on every CPU (amp=False; --amp: bfloat16 autocast where the CPU has it,
-# 1.19x the updates per second on an AMD EPYC Zen 4, no better BLEU in a thirty-minute run):
+# 1.19x the updates per second on an AMD EPYC Zen 4; in two pairs of thirty-minute runs the run
+# with more updates scored higher, bfloat16 in one pair and float32 in the other):
 # results/README.md, "Which precision the CPU preset trains in".
 # Every preset trains eager (compile=False; --compile asks for torch.compile, used on GPUs of
 # compute capability 8.0+): compiling did not pay inside the GPU budget where it was measured
@@ -135,7 +136,8 @@ class Recipe:
 # written every 10 minutes; these snapshot every `snapshot_every` updates, the paper's updates per
 # 10 minutes (base: 100,000 updates in 12 hours, 1,389 per 10 minutes; big: 300,000 in 3.5 days,
 # 595), so which weights are averaged does not depend on the machine's speed; (2) a batch counts
-# padded positions, not tokens (length buckets of 8 keep the two within a few percent); (3) output
+# padded positions, not tokens (on Multi30k's captions 75-79% of them are tokens, chapter 21; on
+# WMT 2014's longer sentences a larger share, by a margin the book does not know); (3) output
 # stops at 255 tokens, the end of the positional table, if input + 50 is longer.
 WMT14_PAPER = dict(dataset="wmt14", src_lang="en", tgt_lang="de", d_model=512, n_heads=8,
                    n_layers=6, d_ff=2048, dropout=0.1, attn_dropout=0.0, ffn_dropout=0.0,
