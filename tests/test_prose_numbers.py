@@ -7,7 +7,8 @@ with 0.002795, "7.6" with 7.578624, "57" with 57.02. A changed preset or a re-re
 numbers the text still quotes the old way fails here, and so does a reworded sentence the pattern
 no longer finds (reword the pattern with it). Text is read with its whitespace collapsed, so a
 pattern does not care where a line breaks. The pages are book/*.md, README.md, docs/*.md (the
-explanations the README links) and the markdown cells of every notebook.
+explanations the README links) and the markdown cells of every notebook with its figures' captions
+and alt texts, which a reader reads as prose.
 
 `test_record_numbers_are_quoted_only_where_checked` closes the loop the other way: a distinctive
 number of the shipped run's records (its updates, tokens per second, BLEU scores, time budget)
@@ -57,6 +58,8 @@ FP32 = record("multi30k-cpu-30min-fp32.json")
 BF16 = record("multi30k-cpu-30min-bf16.json")
 SHIPPED = record("multi30k-cpu-30min.shipped.json")
 THROUGHPUT = record("train-throughput-cpu.json")
+EVALS = record("multi30k-cpu-30min.history.json")["evals"]      # after every epoch: ch. 18's curves
+SNAPSHOTS = record("multi30k-cpu-30min.attention.json")["weights"]   # chapter 18's attention maps
 REMATCH_TF = record("rematch-xeon/transformer-lr2e-3.json")   # chapter 20's rematch
 PARITY_2X2 = record("parity-cpu-30min-2x2-seeds.json")     # appendix A7's 8,000-token seeds
 PARITY_SHIPS = record("parity-cpu-30min-4000-1e-3-seeds.json")   # chapter 11's four seeds
@@ -135,14 +138,24 @@ def ex1_learning_rate() -> float:
 
 # --- reading the prose ---------------------------------------------------------------------------
 
+def figure_texts(cell: dict) -> list[str]:
+    """What a reader reads of a figure made by a code cell: the caption and the alt text that
+    MyST-NB takes from the cell's metadata (`mystnb.figure.caption`, `mystnb.image.alt`)."""
+    meta = cell.get("metadata", {}).get("mystnb", {})
+    return [t for t in (meta.get("figure", {}).get("caption"), meta.get("image", {}).get("alt"))
+            if t]
+
+
 @cache
 def prose(page: str) -> str:
-    """A page's prose with its whitespace collapsed: a .md file whole, a notebook's markdown cells
-    (cells joined by a blank line, so that no sentence runs from one cell into the next)."""
+    """A page's prose with its whitespace collapsed: a .md file whole; a notebook's markdown cells
+    and its figures' captions and alt texts, in the order of the cells (each joined by a blank
+    line, so that no sentence runs from one into the next)."""
     path = ROOT / page
     if path.suffix == ".ipynb":
         cells = json.loads(path.read_text())["cells"]
-        text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        text = "\n\n".join(t for c in cells for t in (
+            ["".join(c["source"])] if c["cell_type"] == "markdown" else figure_texts(c)))
     else:
         text = path.read_text()
     return re.sub(r"\s+", " ", text)
@@ -235,8 +248,28 @@ QUOTES = [
            "n": lambda: GPU.average_last},
           lambda: (GPU.d_model > CPU.d_model and GPU.schedule == "noam" and GPU.fixed_shapes
                    and not GPU.compile)),
-    # ---------------------------------------------------------------- chapter 11: parity
-    Quote("notebooks/11_model.ipynb",
+    # ---------------------------------------------------------------- chapter 18's figures
+    Quote("notebooks/18_capstone.ipynb",
+          rf"the validation loss falls fast at first, is lowest after epoch (?P<low>{NUM}) and "
+          rf"then rises a little; validation BLEU climbs from about (?P<b1>{NUM}) to "
+          rf"(?P<b3>{NUM}) over the first three epochs, pauses at the fourth, then rises unevenly, "
+          rf"with small falls, to (?P<end>{NUM}) at the end of training",
+          {"low": lambda: 1 + min(range(len(EVALS)), key=lambda i: EVALS[i]["val_loss"]),
+           "b1": lambda: EVALS[0]["bleu_greedy"], "b3": lambda: EVALS[2]["bleu_greedy"],
+           "end": lambda: EVALS[-1]["bleu_greedy"]},
+          lambda: (abs(EVALS[3]["bleu_greedy"] - EVALS[2]["bleu_greedy"]) < 0.1     # a pause
+                   and EVALS[-1]["val_loss"] > min(e["val_loss"] for e in EVALS)  # loss rises
+                   and any(b["bleu_greedy"] < a["bleu_greedy"]                    # small falls
+                           for a, b in zip(EVALS[3:], EVALS[4:]))
+                   and EVALS[-1]["bleu_greedy"] == RUN["val"]["bleu_greedy"])),
+    Quote("notebooks/18_capstone.ipynb",                  # the caption and the alt text
+          rf"after epochs (?P<e1>{NUM}), (?P<e2>{NUM}) and (?P<e3>{NUM}),? and (?:for )?the final "
+          rf"weights",
+          {"e1": lambda: SNAPSHOTS[0]["epoch"] + 1, "e2": lambda: SNAPSHOTS[1]["epoch"] + 1,
+           "e3": lambda: SNAPSHOTS[len(SNAPSHOTS) // 2]["epoch"] + 1},      # the panels drawn
+          lambda: SNAPSHOTS[-1]["epoch"] is None),
+    # ---------------------------------------------------------------- chapter 11's parity (A7)
+    Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
           rf"At the capstone's recipe as it ships, `benchmarks/experiments/parity.py` trained both "
           rf"models from "
           rf"(?P<n>four) seeds for (?P<u>{NUM}) updates each, the two of a seed on the same "
@@ -248,7 +281,7 @@ QUOTES = [
                        if k not in RUN_ONLY | {"seed"})
                    and PARITY_SHIPS["precision"] == "float32"
                    and PARITY_SHIPS["device"].startswith("CPU"))),
-    Quote("notebooks/11_model.ipynb",
+    Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
           rf"On average ours ends with (?P<r>{NUM}) times `nn.Transformer`'s validation NLL and a "
           rf"greedy BLEU (?P<g>{NUM}) higher; seed by seed the ratio stays within 1\.5% of 1 and "
           rf"the BLEU gap takes either sign\.",
@@ -285,8 +318,8 @@ QUOTES = [
     Quote("notebooks/18_capstone.ipynb",
           rf"shipped with the book as one (?P<mb>{NUM}) MB file",
           {"mb": lambda: SHIPPED["bytes"] / 1e6}),
-    Quote("notebooks/18_capstone.ipynb",
-          rf"a (?P<p>{NUM})-million-parameter model processes two to six thousand target tokens "
+    Quote("notebooks/A5_recipe.ipynb",
+          rf"a\s?(?P<p>{NUM})-million-parameter model processes two to six thousand target tokens "
           rf"per second on (?P<c>two) cores, depending on the CPU, so thirty minutes buy several "
           rf"thousand updates and many passes over the data",
           {"p": lambda: RUN["parameters"] / 1e6, "c": lambda: threads(RUN["device"])},
@@ -312,11 +345,11 @@ QUOTES = [
           rf"the budget",
           {"w": lambda: CPU.warmup_steps, "lr": lambda: CPU.peak_lr, "p": lambda: CPU.decay_start},
           lambda: CPU.schedule == "budget"),
-    Quote("notebooks/18_capstone.ipynb",
-          rf"after the (?P<steps>{NUM}) updates of the run below it would still be\s+at "
+    Quote("notebooks/A5_recipe.ipynb",
+          rf"after the (?P<steps>{NUM}) updates of the shipped run it would still be\s+at "
           rf"\$\\sqrt{{w/(?P<steps2>{NUM})}}\$ of its peak: (?P<b>{NUM}) of it with this recipe's "
           rf"(?P<w2>{NUM}) warm-up updates, and (?P<a>{NUM})\s+with the paper's (?P<w1>{NUM}), "
-          rf"which it would have left\s+(?P<left>{NUM}) updates before\.",
+          rf"which it\s+would have left\s+(?P<left>{NUM}) updates before\.",
           {"steps": lambda: RUN["steps"], "steps2": lambda: RUN["steps"],
            "a": lambda: math.sqrt(PAPER_WARMUP / RUN["steps"]), "w1": lambda: PAPER_WARMUP,
            "left": lambda: RUN["steps"] - PAPER_WARMUP,
@@ -326,15 +359,14 @@ QUOTES = [
               warmup_lr(RUN["steps"], CPU.d_model, w) / warmup_lr(w, CPU.d_model, w),
               math.sqrt(w / RUN["steps"])) for w in (CPU.warmup_steps, PAPER_WARMUP))),
     Quote("notebooks/18_capstone.ipynb",
-          rf"\*\*Dropout (?P<d>{NUM})\*\* on sub-layer outputs and embeddings \(section 5\.4\), "
-          rf"as in the paper, and \*\*none\*\* on attention weights or inside the feed-forward "
-          rf"layer.{{0,400}}\*\*Label smoothing (?P<ls>{NUM})\*\*",
+          rf"\*\*Dropout (?P<d>{NUM})\*\* on sub-layer outputs and embeddings only; \*\*label "
+          rf"smoothing (?P<ls>{NUM})\*\*",
           {"d": lambda: CPU.dropout, "ls": lambda: CPU.label_smoothing},
           lambda: CPU.attn_dropout == CPU.ffn_dropout == 0 < CPU.dropout),
-    Quote("notebooks/18_capstone.ipynb",
-          rf"(?P<n>{NUM}) encoder and (?P<n2>{NUM}) decoder layers, .{{0,300}}Two layers rather "
-          rf"than three make each update cheaper",
-          {"n": lambda: CPU.n_layers, "n2": lambda: CPU.n_layers},
+    Quote("notebooks/A5_recipe.ipynb",
+          rf"\*\*Model size: (?P<n>{NUM}) encoder and (?P<n2>{NUM}) decoder layers at width "
+          rf"(?P<d>{NUM})\.\*\*.{{0,300}}Two layers rather than three make each update cheaper",
+          {"n": lambda: CPU.n_layers, "n2": lambda: CPU.n_layers, "d": lambda: CPU.d_model},
           lambda: CPU.n_layers == 2 and RUN_3X3["recipe"]["n_layers"] == 3),
     Quote("notebooks/18_capstone.ipynb",
           rf"\*\*One joint BPE vocabulary of (?P<v>{NUM}) tokens\*\*",
@@ -343,9 +375,16 @@ QUOTES = [
           r"no gradient clipping; no checkpoint averaging", {},
           lambda: CPU.clip_grad_norm == 0 and CPU.average_last == 1),
     Quote("notebooks/18_capstone.ipynb",
-          r"float32, as the paper; `--amp` asks for \*\*mixed precision where the CPU has "
-          r"bfloat16 instructions\*\*", {},
-          lambda: (not CPU.amp and ZEN4_FP32["steps"] > ZEN4_BF16["steps"]
+          r"\| precision \| not stated \| float32; `--amp` asks for \*\*mixed precision where the "
+          r"CPU has bfloat16 instructions\*\*", {},
+          lambda: not CPU.amp),
+    Quote("notebooks/A5_recipe.ipynb",
+          r"but of the two pairs of thirty-minute runs on such a CPU one went each way, and in "
+          r"both the run with more updates scored higher", {},
+          lambda: (ZEN4_FP32["steps"] > ZEN4_BF16["steps"] and BF16["steps"] > FP32["steps"]
+                   and ZEN4_FP32["test_2016_flickr"]["bleu_beam"]
+                   > ZEN4_BF16["test_2016_flickr"]["bleu_beam"]
+                   and BF16["test_2016_flickr"]["bleu_beam"] > FP32["test_2016_flickr"]["bleu_beam"]
                    and ZEN4_FP32["val"]["bleu_greedy"] > ZEN4_BF16["val"]["bleu_greedy"]
                    and ZEN4_FP32["precision"] == "float32" and ZEN4_BF16["precision"] == "bfloat16"
                    and PRECISION["bf16_speedup"] > 1 and PRECISION["cpu"].startswith("AMD EPYC"))),
@@ -358,8 +397,8 @@ QUOTES = [
           rf"\*\*beam search with beam (?P<k>{NUM}) and length penalty α = (?P<alpha>{NUM})\*\*",
           {"k": lambda: CPU.beam_size, "alpha": lambda: CPU.length_penalty}),
     Quote("notebooks/18_capstone.ipynb",
-          rf"The `gpu` preset \(width (?P<d>{NUM}), (?P<b>{NUM})-token batches, bf16, trained "
-          rf"eager\)",
+          rf"The `gpu` preset \(width (?P<d>{NUM}), (?P<b>{NUM})-token batches, bf16 where the GPU "
+          rf"has it, else float16, trained eager\)",
           {"d": lambda: GPU.d_model, "b": lambda: GPU.batch_tokens},
           lambda: GPU.amp and not GPU.compile),
     Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
@@ -419,7 +458,7 @@ QUOTES = [
                             > 2 * pooled_sd(ROWS) for row in {n.split(".")[0] for n in ROWS})},
           # 2 sigma is two standard errors of a difference only where every row has two seeds
           lambda: all(len(rows_of(ROWS, n.split(".")[0])) == 2 for n in ROWS)),
-    Quote("notebooks/18_capstone.ipynb",
+    Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
           rf"The two train at the same speed: (?P<r>{NUM}) times over all rounds, (?P<m>{NUM}) in "
           rf"the median round, while single rounds range from (?P<lo>{NUM}) to (?P<hi>{NUM})",
           {"r": lambda: THROUGHPUT["ratios"]["as_run"]["ratio"],
@@ -427,7 +466,7 @@ QUOTES = [
            "lo": lambda: THROUGHPUT["ratios"]["as_run"]["min"],
            "hi": lambda: THROUGHPUT["ratios"]["as_run"]["max"]},
           lambda: {r["precision"] for r in THROUGHPUT["results"]} == {"float32"}),
-    Quote("notebooks/18_capstone.ipynb",
+    Quote("notebooks/A7_how_the_numbers_were_made.ipynb",
           rf"At (?P<b1>{NUM}) s, `nn.Transformer` first, the two made the same number of updates "
           rf"\((?P<n1>{NUM}) and (?P<n2>{NUM})\) and ours ended ahead, by (?P<g1>{NUM}) greedy and "
           rf"(?P<m1>{NUM}) beam BLEU; at (?P<b2>{NUM}) s, ours first, `nn.Transformer` made "
@@ -461,6 +500,11 @@ QUOTES = [
           r"layer's, the FFN",
           {"enc": lambda: ffn_shares(TransformerConfig.base(37000))["encoder layer"],
            "dec": lambda: ffn_shares(TransformerConfig.base(37000))["decoder layer"]}),
+    Quote("notebooks/08_feed_forward.ipynb",
+          rf"On the left, the FFN holds (?P<enc>{NUM})% of an encoder layer's parameters and "
+          rf"(?P<dec>{NUM})% of a decoder layer's",
+          {"enc": lambda: 100 * ffn_shares(TransformerConfig.base(37000))["encoder layer"],
+           "dec": lambda: 100 * ffn_shares(TransformerConfig.base(37000))["decoder layer"]}),
     # ---------------------------------------------------------------- exercise 1
     Quote("notebooks/exercises/ex1_pre_ln.ipynb",
           rf"\((?P<n>{NUM}) layers, \$d_{{\\text{{model}}}}=(?P<d>{NUM})\$, (?P<h>{NUM}) heads, "
@@ -580,12 +624,21 @@ QUOTES = [
                    and all(as_recorded(H200["recipe"])[k] == v for k, v in
                            dataclasses.asdict(GPU).items() if k not in RUN_ONLY))),
     Quote("README.md",
-          rf"\| `gpu-30s` \| one GPU; recorded on one H200, bfloat16, (?P<u>{NUM}) updates \| "
-          rf"(?P<s>{NUM}) s \| (?P<b>{NUM}) beam, (?P<g>{NUM}) greedy \| `results/gpu-30s.json`",
+          rf"\| `gpu-30s` \| one GPU; recorded on one H200, bfloat16, (?P<u>{NUM}) updates \(a "
+          rf"later run of the preset on an H200 made (?P<u2>{NUM}), scored on validation only: "
+          rf"(?P<g2>{NUM}) greedy\) \| (?P<s>{NUM}) s \| (?P<b>{NUM}) beam, (?P<g>{NUM}) greedy \| "
+          rf"`results/gpu-30s.json`; the later run `results/gpu-2026-11-28/gpu-30s-sweep.json`",
           {"s": lambda: preset("gpu-30s").time_budget_s, "u": lambda: GPU_30S["steps"],
+           "u2": lambda: H200_SWEEP["variants"][0]["updates"],
+           "g2": lambda: H200_SWEEP["variants"][0]["val"]["bleu_greedy"],
            "b": lambda: GPU_30S["test_2016_flickr"]["bleu_beam"],
            "g": lambda: GPU_30S["test_2016_flickr"]["bleu_greedy"]},
           lambda: (GPU_30S["device"] == "NVIDIA H200" and GPU_30S["precision"] == "bfloat16"
+                   and H200_SWEEP["variants"][0]["name"] == "preset"
+                   and H200_SWEEP["variants"][0]["flags"] == []
+                   and H200_SWEEP["device"] == "NVIDIA H200" and H200_SWEEP["base"] == "gpu-30s"
+                   and all(as_recorded(H200_SWEEP["base_recipe"])[k] == v for k, v in
+                           dataclasses.asdict(preset("gpu-30s")).items() if k not in RUN_ONLY)
                    and not GPU_30S["recipe"]["compile"]
                    and round(GPU_30S["training_seconds"]) == preset("gpu-30s").time_budget_s
                    and all(as_recorded(GPU_30S["recipe"])[k] == v for k, v in
@@ -715,6 +768,22 @@ def test_the_scan_finds_an_unchecked_quote():
     found = unchecked_occurrences(page, prose(page) + added)
     assert sorted(f.split(":")[0] for f in found) == sorted(
         [f"{RUN['steps']:,}", f"{RUN['target_tokens_per_s']:,.0f}"]), found
+
+
+def test_captions_and_alt_texts_are_read_as_prose():
+    cell = {"cell_type": "code", "source": [],
+            "metadata": {"mystnb": {"figure": {"caption": "C", "name": "fig-x"},
+                                    "image": {"alt": "A"}}}}
+    assert figure_texts(cell) == ["C", "A"] and figure_texts({"metadata": {}}) == []
+    page = "notebooks/18_capstone.ipynb"
+    cells = json.loads((ROOT / page).read_text())["cells"]
+    texts = [t for c in cells if c["cell_type"] == "code" for t in figure_texts(c)]
+    assert len(texts) >= 8 and all(re.sub(r"\s+", " ", t) in prose(page) for t in texts)
+    alt = next(t for t in texts if "rises unevenly" in t)
+    number = f"{RUN['val']['bleu_greedy']:.1f}"
+    assert number in alt and not unchecked_occurrences(page)           # a Quote checks it
+    assert unchecked_occurrences(page, prose(page).replace(alt, alt.replace(
+        "at the end of training", "when training ends")))                  # and only a Quote
 
 
 @pytest.mark.parametrize("page", prose_pages())
