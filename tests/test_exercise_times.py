@@ -78,3 +78,24 @@ def test_a_failing_cell_stops_the_measurement(tmp_path):
     nbformat.write(nb, path)
     with pytest.raises(Exception, match="wrong"):
         exercise_times.main(["--notebooks", str(path), "--threads", "1"])
+
+
+def test_the_page_says_which_notebooks_changed_after_the_record(tmp_path):
+    """The record keeps each notebook's SHA-256; the page says which of them were edited after
+    it was made, so that it never presents the times of an earlier version as the current one's."""
+    import hashlib
+    paths = [tmp_path / f"ex{i}_x_solution.ipynb" for i in (1, 2, 3)]
+    for p in paths:
+        p.write_text(p.name)
+    runs = [{"path": str(p), "sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "seconds": 2.0,
+             "slowest": {"seconds": 1.0}} for p in paths]
+    record = {"load_average_before": [0.1], "kernel_threads": 1, "cpu": "a CPU", "torch": "2",
+              "date": "2026-01-01T00:00:00", "git_commit": "abcdef0123", "notebooks": runs}
+    assert exercise_times.edited_since(record) == []
+    assert "at commit abcdef0; " not in exercise_times.render(record)
+    paths[1].write_text("edited")
+    assert exercise_times.edited_since(record) == ["2"]
+    assert "exercise 2's notebook has been edited since" in exercise_times.render(record)
+    for p in paths:
+        p.write_text("edited")
+    assert "every one of them has been edited since" in exercise_times.render(record)

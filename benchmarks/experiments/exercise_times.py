@@ -82,14 +82,34 @@ def seconds(s: float) -> str:
     return f"{s:.0f} s" if s >= 1 else "under 1 s"
 
 
+def edited_since(record: dict) -> list[str]:
+    """The exercises whose solution notebook is no longer the file the record timed (its SHA-256
+    differs, or it is gone)."""
+    out = []
+    for run in record["notebooks"]:
+        path = ROOT / run["path"]
+        if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != run["sha256"]:
+            out.append(re.match(r"ex(\d+)_", path.name).group(1))
+    return out
+
+
 def render(record: dict) -> str:
-    """The page's sentence on how the run times were measured, and their table, from a record."""
+    """The page's sentence on how the run times were measured, and their table, from a record and
+    the solution notebooks as they are now (which of them were edited after it)."""
     load, n = record["load_average_before"][0], record["kernel_threads"]
     rows = ["| exercise | its slowest cell | the whole notebook |", "|---|---:|---:|"]
     for run in record["notebooks"]:
         number = re.match(r"ex(\d+)_", Path(run["path"]).name).group(1)
         rows.append(f"| {number} | {seconds(run['slowest']['seconds'])} | "
                     f"{seconds(run['seconds'])} |")
+    edited = edited_since(record)
+    if len(edited) == len(record["notebooks"]) > 1:
+        which = "every one of them has"
+    else:
+        which = (f"exercise{'s' if len(edited) > 1 else ''} "
+                 + " and ".join([", ".join(edited[:-1]), edited[-1]] if len(edited) > 1
+                                else edited)
+                 + "'s notebook" * (len(edited) == 1) + (" have" if len(edited) > 1 else " has"))
     return "\n".join([
         "How long each solution notebook runs, top to bottom in a fresh kernel, measured by "
         "`benchmarks/experiments/exercise_times.py` on the CPU with "
@@ -99,7 +119,9 @@ def render(record: dict) -> str:
         f"{load:.1f} when it started: "
         + ("nothing else was running. " if load < 0.5 else
            "other work shared the cores, so these times are upper bounds. ")
-        + "The whole notebook includes starting the kernel and importing torch.",
+        + "The whole notebook includes starting the kernel and importing torch. "
+        + f"The times are of the notebooks at commit {record['git_commit'][:7]}"
+        + (f"; {which} been edited since, so a run now may differ." if edited else "."),
         "", *rows])
 
 
