@@ -118,13 +118,18 @@ def _joint_bpe(texts: list[str], vocab_size: int, min_frequency: int):
                                            normalizers.Replace(" ", WORD_START)])
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=WORD_START, prepend_scheme="never",
                                                  split=True)             # the words of pretokenize
-    tok.decoder = decoders.Sequence([decoders.Replace(WORD_START, " "), decoders.ByteFallback(),
-                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.decoder = decoders.Sequence([
+        decoders.Replace(WORD_START, " "),    # word-start marks back to spaces
+        decoders.ByteFallback(),              # <0xC3><0xA9> back to é, where the bytes are UTF-8
+        decoders.Fuse(),                      # the pieces into one string
+        decoders.Strip(" ", 1, 0)])           # the space the first word's mark left in front
     trainer = trainers.BpeTrainer(vocab_size=vocab_size - len(BYTE_TOKENS),
                                   min_frequency=min_frequency,
                                   special_tokens=list(SPECIAL_TOKENS), show_progress=False)
     tok.train_from_iterator(texts, trainer)                   # the special tokens get ids 0-3
-    # Append the 256 byte tokens as ordinary vocabulary entries and switch byte fallback on.
+    # The trainer adds tokens it is given only as special tokens (which decoding skips), so the
+    # 256 byte tokens are appended to the trained vocabulary as ordinary entries instead, and
+    # byte fallback is switched on in the trained model's configuration.
     spec = json.loads(tok.to_str())
     vocab = spec["model"]["vocab"]
     for b in BYTE_TOKENS:
