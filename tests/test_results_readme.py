@@ -4,9 +4,9 @@ folder that holds it (results/gpu-2026-11-28/README.md).
 An entry names a file in backticks: by its path under results/ or its folder's README
 (`tuning-zen4/fp32-peak-1e-3.averages.json`, `gpu-5min.json`), by a pattern with `*` or with a
 placeholder in capitals (`ablations/*.json`, `rematch/gru-WIDTH-lrLR.json`, `tuning/TRIAL.json`),
-or as a sibling of a named record (`X.json` named, and `.history.json` named beside it: "(+
-`.history.json`)"). Appendix A7 tells the reader that the README describes every record; a record
-added without an entry fails here.
+or as a sibling of a named record (`X.json` named, and `.history.json` or another `.KIND.json`
+named beside it: "(+ `.history.json`)"). Appendix A7 tells the reader that the README describes
+every record; a record added without an entry fails here.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
-SIBLINGS = ("history", "shipped", "samples", "attention", "val-beam", "averages")
 PLACEHOLDER = re.compile(r"[A-Z]+")         # TRIAL, ROW, N, WIDTH, LR, S (names are lower case)
 
 
@@ -63,7 +62,7 @@ def described(path: str, readmes: dict[Path, set[str]]) -> bool:
         for name in names:
             if any(pattern(name).fullmatch(c) for c in candidates):
                 return True
-        sibling = re.fullmatch(r"(.+)\.(" + "|".join(SIBLINGS) + r")\.json", rel)
+        sibling = re.fullmatch(r"(.+?)\.([a-z-]+)\.json", rel)       # X.history.json, X.load.json
         if sibling and f".{sibling.group(2)}.json" in names:
             base = sibling.group(1) + ".json"
             if any(pattern(name).fullmatch(c) for name in names
