@@ -175,6 +175,7 @@ def test_line_counts_that_differ_name_both_counts_and_where_they_go_out_of_step(
     # the extra line at the end of the source: the lengths agree to the end of the target
     assert "likely the last 1 of s" in out_of_step([p[0] for p in pairs],
                                                    [p[1] for p in pairs[:-1]], "s", "t")
+    assert out_of_step(["un", "deux"], [], "s", "t").endswith("t holds no line")
 
 
 def test_a_split_line_is_found_where_it_was_split(tmp_path):

@@ -466,6 +466,8 @@ def out_of_step(src: Sequence[str], tgt: Sequence[str], src_name: str, tgt_name:
     k = min(range(m + 1), key=cost.__getitem__)
     counts = (f"{src_name} has {len(src):,} lines but {tgt_name} has {len(tgt):,}: line i of "
               "one must translate line i of the other")
+    if m == 0:
+        return f"{counts}. {short_name} holds no line"
     if k == m:
         return (f"{counts}. The lengths of the lines agree to the end of {short_name} (line "
                 f"{m:,}): the extra line(s) are likely the last {d:,} of {long_name}")
