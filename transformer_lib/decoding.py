@@ -150,7 +150,7 @@ def _beam_step(b: _Beams, logits: torch.Tensor, t: int, max_len: int, alpha: flo
     b.done |= (b.fin_count >= K) | (b.fin_scores[:, 0] >= best_possible)
     return order
 
-# %% ../notebooks/15_decoding.ipynb #4d2de531
+# %% ../notebooks/15_decoding.ipynb #4d2de530
 NEW_TOKENS_OVER_SOURCE = 50     # section 6.1: "maximum output length ... input length + 50"
 
 
@@ -161,7 +161,7 @@ def max_new_tokens(source_length: int, max_len: int) -> int:
     (`beam_search`'s default, `train.translate`), the export and the page."""
     return min(source_length + NEW_TOKENS_OVER_SOURCE, max_len)
 
-
+# %% ../notebooks/15_decoding.ipynb #4d2de531
 def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
                 src_mask: torch.Tensor | None = None, use_cache: bool = True, *,
