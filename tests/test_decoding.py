@@ -471,3 +471,17 @@ def test_translate_keeps_within_a_short_models_positional_table():
         assert len(out) == 1 + 20, (beam, len(out))                       # bos + 20 new tokens
     assert beam_search(model, _src(1, batch=1, length=15), 2, bos_id=BOS, eos_id=EOS).shape[1] \
         == 1 + 20
+
+
+def test_positions_of_reads_the_config_the_attribute_or_nothing():
+    """The output limit is bounded by the model's positional table, wherever the model keeps it:
+    this package's config, an nn.Transformer reference's attribute (appendix A3)."""
+    from types import SimpleNamespace
+
+    from transformer_lib.decoding import positions_of
+    from transformer_lib.model import Transformer, TransformerConfig
+    model = Transformer(TransformerConfig(src_vocab_size=20, tgt_vocab_size=20, d_model=8,
+                                          n_heads=2, n_layers=1, d_ff=16, max_len=40))
+    assert positions_of(model) == 40
+    assert positions_of(SimpleNamespace(max_len=77)) == 77
+    assert positions_of(SimpleNamespace()) == 10**9

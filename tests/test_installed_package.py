@@ -93,10 +93,7 @@ RECORD_CELLS = {"9b981269": "test_2016_flickr (1000 sentences)",     # the 30-mi
                 "1c9d2e14": "measured when the file was made",        # the shipped file's scores
                 "72df7dd0": "validation split, ",                     # the length-penalty sweep
                 "e18a0002": "German subwords",                        # the test translations
-                "e18a0004": "test sentences: mean largest weight",    # its epoch snapshots
-                "039076e8": "alternating rounds",                     # nn.Transformer, speed
-                "a5ad19ba": "s of training each",                     # ... and BLEU at equal time
-                "debdadef": "ours minus nn.Transformer"}
+                "e18a0004": "test sentences: mean largest weight"}    # its epoch snapshots
 # The live training run (about a minute) and the cells that use what it made (the reader's
 # translator, one of its heads): nbval runs them.
 LIVE_CELLS = {"a60462ab", "a60462ad", "a60462af"}

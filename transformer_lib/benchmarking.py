@@ -224,7 +224,7 @@ class TorchReference(nn.Module):
                  dropout: float, norm_first: bool, pad_id: int = 0, max_len: int = 256,
                  attn_dropout: float | None = None, ffn_dropout: float | None = None):
         super().__init__()
-        self.d_model, self.pad_id = d_model, pad_id
+        self.d_model, self.pad_id, self.max_len = d_model, pad_id, max_len   # max_len: positions
         self.embed = nn.Embedding(vocab, d_model)
         nn.init.normal_(self.embed.weight, std=d_model ** -0.5)
         self.pos = PositionalEncoding(d_model, max_len, dropout)

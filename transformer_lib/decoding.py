@@ -16,7 +16,7 @@ from .decoder import reorder_cache
 from .model import evaluating
 
 # %% auto #0
-__all__ = ['NEW_TOKENS_OVER_SOURCE', 'greedy_decode', 'length_penalty', 'max_new_tokens', 'beam_search']
+__all__ = ['NEW_TOKENS_OVER_SOURCE', 'greedy_decode', 'length_penalty', 'max_new_tokens', 'positions_of', 'beam_search']
 
 # %% ../notebooks/15_decoding.ipynb #bc96db69
 def _banned(vocab: int, pad_id: int, bos_id: int, eos_id: int, device) -> torch.Tensor:
@@ -161,6 +161,14 @@ def max_new_tokens(source_length: int, max_len: int) -> int:
     (`beam_search`'s default, `train.translate`), the export and the page."""
     return min(source_length + NEW_TOKENS_OVER_SOURCE, max_len)
 
+
+def positions_of(model: nn.Module) -> int:
+    """The length of `model`'s positional table: `config.max_len` for this package's Transformer,
+    `max_len` for a model that keeps it as an attribute (the nn.Transformer reference of appendix
+    A3), else no bound."""
+    config = getattr(model, "config", None)
+    return int(getattr(config, "max_len", None) or getattr(model, "max_len", None) or 10**9)
+
 # %% ../notebooks/15_decoding.ipynb #4d2de531
 def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, alpha: float = 0.6,
                 max_len: int | None = None, bos_id: int | None = None, eos_id: int | None = None,
@@ -256,7 +264,6 @@ def _check_beam_args(model: nn.Module, src: torch.Tensor, beam_size, alpha, max_
         raise ValueError(f"alpha must be >= 0 and finite, got {alpha!r}")
     pad_id = _check_decoding(model, src, bos_id, eos_id, pad_id)
     if max_len is None:
-        max_len = max_new_tokens(src.shape[1],
-                                 int(getattr(getattr(model, "config", None), "max_len", 10**9)))
+        max_len = max_new_tokens(src.shape[1], positions_of(model))
     _check_count(max_len, "max_len", "new tokens")
     return pad_id, max_len

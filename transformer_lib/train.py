@@ -98,7 +98,7 @@ from transformer_lib.training import (
     train,
 )
 
-from .decoding import beam_search, greedy_decode, max_new_tokens
+from .decoding import beam_search, greedy_decode, max_new_tokens, positions_of
 from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
 
@@ -152,7 +152,7 @@ def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence
     for start in range(0, len(order), step):
         chunk = order[start:start + step]
         src = pad_sequences([ids[i] for i in chunk], tokenizer.pad_id).to(device)       # (B, S)
-        max_len = max_new_tokens(src.shape[1], model.config.max_len)    # S + 50, within the table
+        max_len = max_new_tokens(src.shape[1], positions_of(model))     # S + 50, within the table
         with autocast(device, amp_dtype):
             if beam_size == 1:
                 hyp = greedy_decode(model, src, max_len, tokenizer.bos_id, tokenizer.eos_id,
