@@ -149,3 +149,124 @@ def test_one_gpu_per_process_from_local_rank():
     assert device_for(torch.device("cpu"), 1, 2) == torch.device("cpu")
     with pytest.raises(ValueError, match="cuda:1 names one GPU, but this run has 2 processes"):
         device_for(named, 0, 2)
+
+
+# --- what the capstone's run does with them (transformer_lib.train) -------------------------------
+PAIRS = [(f"der {w} ist {'sehr ' * (k % 4)}{k}", f"the {e} is {'very ' * (k % 4)}{k}")
+         for k in range(12) for w, e in (("Hund", "dog"), ("Baum", "tree"))]
+
+
+def _translator():
+    "A small model (untrained: what it says does not matter, only that it says it the same way)."
+    from transformer_lib.recipe import Recipe
+    from transformer_lib.text import train_joint_tokenizer
+    from transformer_lib.train import build_model
+    tok = train_joint_tokenizer(PAIRS, vocab_size=300)
+    torch.manual_seed(0)
+    recipe = Recipe(d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0)
+    return build_model(recipe, tok.vocab_size, pad_id=tok.pad_id).eval(), tok
+
+
+def _shared_decoding(rank, world):
+    from transformer_lib.train import _translated, timed_bleu, translate
+    model, tok = _translator()
+    out = {}
+    for beam in (1, 2):
+        shared = timed_bleu(model, tok, PAIRS, beam_size=beam, alpha=0.6, device="cpu",
+                            amp_dtype=None, batch_size=4, rank=rank, world_size=world)
+        alone = translate(model, tok, [de for de, _ in PAIRS], beam_size=beam, batch_size=4)
+        mine = _translated(model, tok, [de for de, _ in PAIRS], (rank, world), beam_size=beam,
+                           alpha=0.6, batch_size=4, device="cpu", amp_dtype=None,
+                           use_cache=True)
+        out[beam] = (shared["hypotheses"], shared["bleu"], alone, sorted(mine))
+    return out
+
+
+def test_shared_decoding_gives_what_one_process_gives(tmp_path):
+    """Each of two processes translates every other batch of the one-process order, and both get
+    every translation: the hypotheses, and so the BLEU, of one process, greedy and beam."""
+    from transformer_lib.text import corpus_bleu
+    got = on_two_processes(tmp_path, _shared_decoding)
+    for beam in (1, 2):
+        (hyps0, bleu0, alone, mine0), (hyps1, bleu1, _, mine1) = got[0][beam], got[1][beam]
+        assert hyps0 == hyps1 == alone and len(set(alone)) > 1
+        assert bleu0 == bleu1 == corpus_bleu(alone, [en for _, en in PAIRS]).score
+        assert mine0 and mine1 and not set(mine0) & set(mine1)           # each did its share
+        assert sorted(mine0 + mine1) == list(range(len(PAIRS)))
+
+
+def _probe(folders, rank, world):
+    seen = engineering.same_folder_as_process_0(folders[rank], rank, world)
+    return seen, sorted(p.name for p in (folders[0].parent).rglob(".probe-*"))
+
+
+def test_a_folder_is_known_to_be_process_0s_or_this_machines_own(tmp_path):
+    """The same folder on both processes (one machine, or a shared disk): True on both; a folder of
+    its own on process 1 (a machine with its own disk): False there. No probe file is left."""
+    from functools import partial
+    one = tmp_path / "disk" / "run"
+    assert on_two_processes(tmp_path, partial(_probe, [one, one])) == [(True, []), (True, [])]
+    own = [tmp_path / "disk" / "run0", tmp_path / "disk" / "run1"]
+    assert on_two_processes(tmp_path, partial(_probe, own)) == [(True, []), (False, [])]
+    assert one.is_dir() and own[0].is_dir() and not own[1].exists()   # process 0 made its own
+
+
+def _fetch(data_dirs, local_ranks, source, rank, world):
+    import os
+
+    from transformer_lib import data
+    from transformer_lib.train import _fetch_on_each_machine
+    os.environ[data.ENV_VAR] = str(data_dirs[rank])
+    data.MANIFEST["test/file.txt"] = data.DataFile("test/file.txt", data.sha256_of(source),
+                                                   source.as_uri())
+    downloads = []
+    real = data._download
+    data._download = lambda entry, target: (downloads.append(rank), real(entry, target))
+    try:
+        _fetch_on_each_machine(["test/file.txt"], local_ranks[rank], world)
+    except data.DataError as e:
+        return "DataError", str(e), downloads
+    return "fetched", (data_dirs[rank] / "test" / "file.txt").is_file(), downloads
+
+
+def test_each_machine_downloads_once_and_its_other_processes_check(tmp_path):
+    """One machine of two processes (local ranks 0 and 1, one data folder): process 0 alone
+    downloads, process 1 finds the file checked. Two machines of one process each (both local rank
+    0, a folder each): each downloads its own. A process that is not its machine's local rank 0
+    never downloads: a file missing there is a DataError, raised on every process."""
+    from functools import partial
+    source = tmp_path / "source.txt"
+    source.write_text("Zwei Hunde.\n")
+    one = [tmp_path / "machine"] * 2
+    assert on_two_processes(tmp_path, partial(_fetch, one, [0, 1], source)) == [
+        ("fetched", True, [0]), ("fetched", True, [])]
+    two = [tmp_path / "a", tmp_path / "b"]
+    assert on_two_processes(tmp_path, partial(_fetch, two, [0, 0], source)) == [
+        ("fetched", True, [0]), ("fetched", True, [1])]
+    apart = [tmp_path / "c", tmp_path / "d"]                 # local rank 1 given another folder
+    got = on_two_processes(tmp_path, partial(_fetch, apart, [0, 1], source))
+    assert [(g[0], g[2]) for g in got] == [("DataError", [0]), ("DataError", [])]
+    assert got[0][1].startswith("process 1: ") and "not found" in got[1][1]
+
+
+def _resume_auto(outs, rank, world):
+    from transformer_lib.optimization import CheckpointError
+    from transformer_lib.recipe import Recipe
+    from transformer_lib.train import read_inputs
+    try:
+        read_inputs(Recipe(out_dir=str(outs[rank])), outs[rank], "auto", world_size=world)
+    except CheckpointError as e:
+        return str(e)
+    return "read"
+
+
+def test_resume_auto_refuses_machines_that_disagree(tmp_path):
+    """--resume auto where one machine's OUT_DIR holds a checkpoint and the other's does not: the
+    same error on both, naming which processes have one."""
+    from functools import partial
+    outs = [tmp_path / "a", tmp_path / "b"]
+    outs[0].mkdir()
+    (outs[0] / "checkpoint.pt").write_bytes(b"")
+    got = on_two_processes(tmp_path, partial(_resume_auto, outs))
+    assert got[0] == got[1] and "processes [0] find a checkpoint" in got[0]
+    assert "processes [1] do not" in got[0]

@@ -503,7 +503,8 @@ BEFORE_2X2 = {"vocab_size": 8000, "eval_every": 0, "eval_beam": True,
               "peak_lr": 2e-3}          # the peak until results/rematch-xeon chose 1e-3
 NEW_FIELDS = ("keep_snapshots", "accum_steps", "dataset", "update_tokens", "store_dir",
               "snapshot_every", "src_lang", "tgt_lang", "pairs", "columns", "source", "target",
-              "val", "test", "heldout", "split_seed", "max_chars")  # added after these records
+              "val", "test", "heldout", "split_seed", "max_chars", "decode_batch",
+              "dist_timeout_s")                                      # added after these records
 # the cpu-30min recipe before results/tuning/ chose two layers and the paper's dropout only
 EARLIER_CPU_RECIPE = {"n_layers": 3, "dropout": 0.1, "attn_dropout": 0.1, "ffn_dropout": 0.1,
                       **BEFORE_2X2}
@@ -595,7 +596,7 @@ UNITS = {"time_budget_s": "seconds", "max_steps": "updates", "warmup_steps": "up
          "epochs": "passes over the training data", "batch_tokens": "positions",
          "train_pairs": "pairs", "eval_sentences": "sentences", "test_sentences": "sentences",
          "average_last": "epoch snapshots", "keep_snapshots": "epoch snapshots",
-         "vocab_size": "tokens"}
+         "vocab_size": "tokens", "dist_timeout_s": "seconds", "decode_batch": "hypotheses"}
 
 
 def test_every_flag_says_what_it_does_its_unit_and_what_0_means():
@@ -652,7 +653,8 @@ def test_every_float_field_must_be_finite(name, bad):
 
 def test_float_fields_are_all_checked():
     assert {"dropout", "attn_dropout", "ffn_dropout", "peak_lr", "decay_start", "label_smoothing",
-            "clip_grad_norm", "time_budget_s", "length_penalty"} == set(FLOAT_FIELDS)
+            "clip_grad_norm", "time_budget_s", "length_penalty",
+            "dist_timeout_s"} == set(FLOAT_FIELDS)
 
 
 @pytest.mark.parametrize("values, message", [

@@ -66,9 +66,11 @@ def write_fixture(root, monkeypatch, train=TRAIN, tests=TESTS, broken=None) -> N
     monkeypatch.setenv(data.ENV_VAR, str(root))
 
 
-def site_dir(where: Path, sums: dict[str, str]) -> Path:
+def site_dir(where: Path, sums: dict[str, str], hooks: bool = False) -> Path:
     """A directory that, first on PYTHONPATH, points the manifest of every Python process started
-    (torchrun and its workers) at the fixture's checksums (`write_archives`), and only those."""
+    (torchrun and its workers) at the fixture's checksums (`write_archives`), and only those; with
+    `hooks`, also installs the faults and delays of tests/run_hooks.py."""
+    from run_hooks import SITE_LINES
     where.mkdir(parents=True, exist_ok=True)
     (where / "fixture_sums.json").write_text(json.dumps(sums))
     (where / "sitecustomize.py").write_text(
@@ -76,5 +78,6 @@ def site_dir(where: Path, sums: dict[str, str]) -> Path:
         "from transformer_lib.data import MANIFEST, DataFile\n"
         "sums = json.loads((pathlib.Path(__file__).parent / 'fixture_sums.json').read_text())\n"
         "for name, sha in sums.items():\n"
-        "    MANIFEST[name] = DataFile(name, sha, MANIFEST[name].url)\n")
+        "    MANIFEST[name] = DataFile(name, sha, MANIFEST[name].url)\n"
+        + (SITE_LINES if hooks else ""))
     return where

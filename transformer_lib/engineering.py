@@ -34,10 +34,10 @@ from .benchmarking import cpu_has_native_bf16, cpu_model, device_name, synchroni
 __all__ = ['FIELD_TYPES', 'wait_for', 'TrainingClock', 'pick_device', 'device_label', 'amp_settings', 'no_compile_reason',
            'compile_seconds', 'autocast_dtype', 'autocast', 'to_device', 'background', 'prefetch', 'world_size',
            'sum_across_processes', 'dist_env', 'device_for', 'init_distributed', 'broadcast_object', 'gather_objects',
-           'fail_together', 'barrier', 'shutdown_distributed', 'max_weight_diff', 'MicroBatches', 'Accumulate',
-           'micro_batch_weights', 'gradient_sync', 'LogWindow', 'check_train_limits', 'Progress', 'nonfinite_weights',
-           'undo_on_error', 'git_commit', 'provenance', 'write_json', 'field_comments', 'add_dataclass_flags',
-           'given_flags', 'read_config_file']
+           'fail_together', 'barrier', 'same_folder_as_process_0', 'waited_too_long', 'shutdown_distributed',
+           'max_weight_diff', 'MicroBatches', 'Accumulate', 'micro_batch_weights', 'gradient_sync', 'LogWindow',
+           'check_train_limits', 'Progress', 'nonfinite_weights', 'undo_on_error', 'git_commit', 'provenance',
+           'write_json', 'field_comments', 'add_dataclass_flags', 'given_flags', 'read_config_file']
 
 # %% ../notebooks/A4_engineering.ipynb #cf48e5a1
 def wait_for(device: str | torch.device) -> None:
@@ -354,6 +354,36 @@ def barrier(world_size: int) -> None:
     "Wait for every process (nothing on one process)."
     if world_size > 1:
         dist.barrier()
+
+
+def same_folder_as_process_0(folder: str | os.PathLike, rank: int, world_size: int) -> bool:
+    """Whether `folder`, as this process names it, is the folder process 0 names (one machine, or
+    a disk the machines share), not one of its own machine's. Process 0 writes a probe file of a
+    random name there and every process looks for that name: a name never looked up before is
+    asked of the disk itself, past any cache of the directory (NFS's included). True on one
+    process; every process must call it."""
+    if world_size == 1:
+        return True
+    folder, name = Path(folder), None
+    with fail_together(world_size):
+        if rank == 0:
+            folder.mkdir(parents=True, exist_ok=True)
+            name = f".probe-{os.urandom(8).hex()}"
+            (folder / name).touch()
+    name = broadcast_object(name, world_size)
+    seen = rank == 0 or (folder / name).is_file()
+    barrier(world_size)                                 # every process has looked
+    if rank == 0:
+        (folder / name).unlink(missing_ok=True)
+    return seen
+
+
+def waited_too_long(error: BaseException) -> bool:
+    """Whether `error` is torch.distributed's for an operation that waited for another process
+    longer than the process group's timeout (gloo raises it as a RuntimeError, "Timed out waiting
+    ... ms")."""
+    return isinstance(error, RuntimeError) and bool(
+        re.search(r"timed out|timeout", str(error), re.IGNORECASE))
 
 
 def shutdown_distributed(timeout_s: float = 60.0) -> None:

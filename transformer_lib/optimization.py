@@ -138,7 +138,8 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module,
     check_loadable(ckpt["config"], "config")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # a name of its own: the machines of one run may write the same file into a shared folder
+    tmp = path.with_name(f"{path.name}.{os.urandom(4).hex()}.tmp")
     try:
         torch.save(ckpt, tmp)
         os.replace(tmp, path)         # atomic: the old file or the new one, never half of one

@@ -100,11 +100,13 @@ class Recipe:
     test_sentences: int = 0       # test sentences translated at the end (0 = all 1,000 sentences)
     beam_size: int = 4            # hypotheses that beam search keeps (1 = greedy decoding)
     length_penalty: float = 0.6   # alpha of the GNMT length penalty (0 = no length normalisation)
+    decode_batch: int = 200       # hypotheses decoded at once (decode_batch // beam_size sentences)
     # --- system ---
     seed: int = 0                 # seed of the initial weights, dropout and batch order
     device: str = "auto"  # "auto" (CUDA, else MPS, else CPU), "cpu", "cuda", "cuda:1", "mps"
     amp: bool = True  # autocast: bf16 on 8.0+ GPUs, bf16 CPUs; float16 on older GPUs; else float32
     compile: bool = False         # torch.compile the model (GPUs of compute capability 8.0+ only)
+    dist_timeout_s: float = 1800.0  # seconds a torchrun process may wait for another (0 = torch's)
     out_dir: str = "runs/multi30k"  # directory of the run's checkpoint, tokenizer, weights and logs
     results: str = ""             # results record path ("" = OUT_DIR/results.json)
     progress: bool = True         # tqdm progress bar
@@ -180,7 +182,7 @@ FILE_FIELDS = ("pairs", "source", "target", "val", "test")   # the files of a "f
 # with other values. Every other field must agree between a checkpoint and the run that resumes it.
 RUN_ONLY = frozenset({"epochs", "time_budget_s", "max_steps", "checkpoint_every", "eval_every",
                       "store_dir", "eval_sentences", "eval_beam", "test_sentences",
-                      "keep_snapshots",
+                      "keep_snapshots", "dist_timeout_s", "decode_batch",
                       "beam_size", "length_penalty", "device", "amp", "compile", "out_dir",
                       "results", "progress", "log_every"})
 
@@ -277,13 +279,13 @@ def validate_recipe(r: Recipe) -> None:
     _check_field_types(r)
     positive = ("d_model", "n_heads", "n_layers", "d_ff", "vocab_size", "batch_tokens", "bucket",
                 "accum_steps", "warmup_steps", "average_last", "checkpoint_every", "beam_size",
-                "log_every")
+                "decode_batch", "log_every")
     for name in positive:
         if getattr(r, name) < 1:
             raise RecipeError(f"{name} must be >= 1, got {getattr(r, name)}")
     for name in ("train_pairs", "epochs", "time_budget_s", "max_steps", "eval_every",
                  "eval_sentences", "test_sentences", "keep_snapshots", "clip_grad_norm",
-                 "length_penalty", "update_tokens", "snapshot_every"):
+                 "length_penalty", "update_tokens", "snapshot_every", "dist_timeout_s"):
         if getattr(r, name) < 0:
             raise RecipeError(f"{name} must be >= 0, got {getattr(r, name)}")
     try:
@@ -381,8 +383,9 @@ def _check_device(device: str) -> None:
                           f"{torch.cuda.device_count()} CUDA device(s), numbered from 0")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
-    """Command line → (recipe, resume). Precedence: preset, then --config file, then flags."""
+def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool | str]:
+    """Command line → (recipe, resume: False, True or "auto"). Precedence: preset, then --config
+    file, then flags."""
     p = argparse.ArgumentParser(prog="python -m transformer_lib.train",
                                 description="Train the Multi30k German→English Transformer of "
                                             "chapter 18, or one for your own language pair "
@@ -396,8 +399,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Recipe, bool]:
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="start from a preset (default: the gpu recipe)")
     p.add_argument("--config", help="JSON or TOML file of recipe keys")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out-dir from its checkpoint")
+    p.add_argument("--resume", nargs="?", const=True, default=False, choices=["auto"],
+                   help="continue the run in --out-dir from its checkpoint; --resume auto: "
+                        "continue it if a checkpoint is there, else start it (a command that "
+                        "torchrun --max-restarts can run again)")
     p.add_argument("--print-config", action="store_true",
                    help="print the resulting recipe as JSON and exit")
     add_dataclass_flags(p, Recipe)                      # --d-model, --no-amp, ... (appendix A4)

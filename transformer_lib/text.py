@@ -209,7 +209,8 @@ class SubwordTokenizer:
             raise NotADirectoryError(f"cannot save to {path}: {existing} is a file, not a "
                                      "directory; choose another path")
         created = [p for p in path.parents if not p.exists()]        # innermost first
-        tmp = path.with_name(path.name + ".tmp")
+        # a name of its own: the machines of one run may write the same file into a shared folder
+        tmp = path.with_name(f"{path.name}.{os.urandom(4).hex()}.tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.tokenizer.save(str(tmp))

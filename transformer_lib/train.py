@@ -42,11 +42,13 @@ from transformer_lib.engineering import (
     TrainingClock,
     amp_settings,
     autocast,
-    barrier,
+    broadcast_object,
     compile_seconds,
     device_for,
     device_label,
     dist_env,
+    fail_together,
+    gather_objects,
     git_commit,
     init_distributed,
     max_weight_diff,
@@ -55,9 +57,11 @@ from transformer_lib.engineering import (
     pick_device,
     prefetch,
     provenance,
+    same_folder_as_process_0,
     shutdown_distributed,
     undo_on_error,
     wait_for,
+    waited_too_long,
     write_json,
 )
 from transformer_lib.optimization import (
@@ -66,10 +70,12 @@ from transformer_lib.optimization import (
     LabelSmoothingLoss,
     WarmupSchedule,
     average_checkpoints,
+    get_rng_state,
     load_checkpoint,
     paper_adam,
     read_checkpoint,
     save_checkpoint,
+    set_rng_state,
     unwrap_model,
 )
 from transformer_lib.recipe import (
@@ -143,13 +149,32 @@ def translate(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence
               amp_dtype: torch.dtype | None = None, use_cache: bool = True) -> list[str]:
     """Translate `sentences`, batched by length: greedy if `beam_size` is 1, else beam search;
     with the KV cache unless `use_cache` is False (then every step re-reads the prefix)."""
+    sentences = list(sentences)
+    out: list[str] = [""] * len(sentences)
+    for i, text in _translated(model, tokenizer, sentences, (0, 1), beam_size=beam_size,
+                               alpha=alpha, batch_size=batch_size, device=device,
+                               amp_dtype=amp_dtype, use_cache=use_cache).items():
+        out[i] = text
+    return out
+
+
+@torch.no_grad()
+def _translated(model: nn.Module, tokenizer: SubwordTokenizer, sentences: Sequence[str],
+                shard: tuple[int, int], *, beam_size: int, alpha: float, batch_size: int,
+                device: torch.device | str, amp_dtype: torch.dtype | None,
+                use_cache: bool) -> dict[int, str]:
+    """`translate`'s batches k with k % n == i, for `shard` (i, n): {index of a sentence: its
+    translation}. The batches are those of one process, so n processes that each translate their
+    shard give, together, exactly what one process gives."""
     model = unwrap_model(model)
     device = torch.device(device)
     ids = tokenizer.encode_batch(list(sentences), add_eos=True)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out: list[str] = [""] * len(ids)
-    step = max(1, batch_size // beam_size)
-    for start in range(0, len(order), step):
+    out: dict[int, str] = {}
+    step, (part, parts) = max(1, batch_size // beam_size), shard
+    for k, start in enumerate(range(0, len(order), step)):
+        if k % parts != part:
+            continue
         chunk = order[start:start + step]
         src = pad_sequences([ids[i] for i in chunk], tokenizer.pad_id).to(device)       # (B, S)
         max_len = max_new_tokens(src.shape[1], positions_of(model))     # S + 50, within the table
@@ -176,12 +201,20 @@ def validation_loss(model: nn.Module, loader: BatchLoader, device: torch.device,
     return evaluate_loss(model, loader, loss_fn, device=device, amp_dtype=amp_dtype)
 
 
-def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype) -> dict:
-    "BLEU (sacreBLEU, detokenized) of translating the German side of `pairs`; sentences/second."
+def timed_bleu(model, tokenizer, pairs, *, beam_size, alpha, device, amp_dtype, batch_size=200,
+               rank=0, world_size=1) -> dict:
+    """BLEU (sacreBLEU, detokenized) of translating the source side of `pairs`; sentences/second.
+    On `world_size` processes (each calls it) every one translates its share of the batches, and
+    all of them get every translation and the BLEU one process would get."""
     wait_for(device)
     t0 = time.perf_counter()
-    hyps = translate(model, tokenizer, [de for de, _ in pairs], beam_size=beam_size, alpha=alpha,
-                     device=device, amp_dtype=amp_dtype)
+    mine = _translated(model, tokenizer, [de for de, _ in pairs], (rank, world_size),
+                       beam_size=beam_size, alpha=alpha, batch_size=batch_size, device=device,
+                       amp_dtype=amp_dtype, use_cache=True)
+    hyps = [""] * len(pairs)
+    for part in gather_objects(mine, world_size):          # [mine] on one process
+        for i, text in part.items():
+            hyps[i] = text
     wait_for(device)
     seconds = time.perf_counter() - t0
     score, signature = corpus_bleu(hyps, [en for _, en in pairs])
@@ -224,6 +257,9 @@ class RunResult:
     first_step: int = 1                          # the first update this process trains
     first_updates: list = dataclasses.field(default_factory=list)  # the clock after each of them
     results: dict = dataclasses.field(default_factory=dict)
+    local_rank: int = 0                          # the process's number on its machine
+    writes: bool = True     # writes what its machine reads: process 0, and the local rank 0 of a
+                            # machine whose OUT_DIR is not process 0's (`same_folder_as_process_0`)
 
     @property
     def is_main(self) -> bool:
@@ -247,43 +283,62 @@ class RunResult:
         return self.clock.peek() if self.clock is not None else 0.0
 
 
-def run(recipe: Recipe, resume: bool = False) -> RunResult:
+def run(recipe: Recipe, resume: bool | str = False) -> RunResult:
     """Train, evaluate and record one Multi30k run: the code path of the CLI and of the chapter.
 
     Under `torchrun` (WORLD_SIZE > 1) the model is wrapped in DistributedDataParallel (nccl on CUDA,
-    gloo on the CPU), every process trains on its own shard of the token-count batches, and process
-    0 evaluates, logs and writes files. Bad input (config, paths, device, data, checkpoint) raises
-    before anything is written, and a start that fails later removes what it wrote.
+    gloo on the CPU), every process trains on its own shard of the token-count batches and
+    translates its share of every evaluation's sentences, and process 0 logs and writes the
+    records. The files a machine reads (tokenizer, checkpoint, snapshots, token store) are written
+    by process 0 and, on a machine whose folders are not process 0's, by its local rank 0 too, so
+    the machines may share one disk or each have their own. An error on one process is raised on
+    every one. Bad input (config, paths, device, data, checkpoint) raises before anything is
+    written, and a start that fails later removes what it wrote. `resume`: False, True, or "auto"
+    (resume when OUT_DIR holds a checkpoint, else start).
     """
     return finalize(fit(prepare(recipe, resume)))
 
 # %% ../notebooks/18_capstone.ipynb #8de777c1
-def prepare(recipe: Recipe, resume: bool = False) -> RunResult:
+def prepare(recipe: Recipe, resume: bool | str = False) -> RunResult:
     """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
     started = time.perf_counter()
     validate_recipe(recipe)
     check_output_paths(recipe)
     _check_model(recipe)
     rank, world_size, local_rank = dist_env()
-    device = device_for(pick_device(recipe.device), local_rank, world_size)
+    try:
+        device = device_for(pick_device(recipe.device), local_rank, world_size)
+    except ValueError as e:                        # cuda:1 named under several processes
+        raise RecipeError(str(e)) from e
     if device.type == "mps" and world_size > 1:
         raise RecipeError(f"{world_size} processes on a Mac's GPU (MPS): torch.distributed has no "
                           "MPS backend; run one process, or --device cpu under torchrun")
     s = RunResult(recipe, device, rank, world_size, amp_settings(device, cpu_bf16=True)[0]
                   if recipe.amp else None,
-                 Path(recipe.out_dir), commit=git_commit())   # the code that runs, even if a commit
-                                                              # lands mid-run
-    ckpt, text = read_inputs(recipe, s.out_dir, resume)
+                 Path(recipe.out_dir), commit=git_commit(),   # the code that runs, even if a commit
+                 local_rank=local_rank, writes=rank == 0)     # lands mid-run
+    init_distributed(device, world_size, recipe.dist_timeout_s)
+    ckpt, text = read_inputs(recipe, s.out_dir, resume, local_rank=local_rank,
+                             world_size=world_size)
     if "about" in text:                  # a "files" run: what was read, left out and held out
         s.results["data"] = text.pop("about")
     if s.is_main:
         print(f"output directory: {s.out_dir.resolve()}"
-              + (" (resuming its run)" if resume else ""), flush=True)
+              + (" (resuming its run)" if ckpt is not None else ""), flush=True)
         print(f"device: {device_label(device)}; precision: {precision_words(s.amp_dtype)}; "
               f"{compile_choice(recipe, device)[1]}", flush=True)
-    with undo_on_error(s.out_dir, [s.tok_path.name], enabled=s.is_main and ckpt is None):
+        if world_size > 1:
+            print(f"{world_size} processes; each waits at most "
+                  + (f"{recipe.dist_timeout_s:g} s" if recipe.dist_timeout_s else
+                     "torch's default time (10 min for nccl, 30 for gloo)")
+                  + " for the others (--dist-timeout)", flush=True)
+    with undo_on_error(s.out_dir, [s.tok_path.name], enabled=local_rank == 0 and ckpt is None):
         # a failed start
-        init_distributed(device, world_size)
+        shared = same_folder_as_process_0(s.out_dir, rank, world_size)
+        s.writes = s.is_main or (local_rank == 0 and not shared)
+        if s.writes and not s.is_main:
+            print(f"process {rank}: OUT_DIR {s.out_dir.resolve()} is not process 0's; this "
+                  "machine's copy of the run's files goes there", flush=True)
         if device.type == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         all_ids = _prepare_data(s, text, new_run=ckpt is None)
@@ -305,10 +360,46 @@ def _check_model(recipe: Recipe) -> None:
         raise RecipeError(f"the recipe's model cannot be built: {e}") from e
 
 
-def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, dict]:
+def read_inputs(recipe: Recipe, out: Path, resume: bool | str, *, local_rank: int = 0,
+                world_size: int = 1) -> tuple[dict | None, dict]:
     """The checkpoint (when resuming; else None) and the text of the three data splits, read and
     checked before the run writes anything: `CheckpointError`, `RecipeError` (an occupied OUT_DIR),
-    `DataError`."""
+    `DataError`. `resume` "auto": resume when OUT_DIR holds a checkpoint, else start. Under
+    torchrun every process reads its own OUT_DIR and they agree: an error on one is raised on
+    every one, and only each machine's local rank 0 downloads data (`_fetch_on_each_machine`)."""
+    if resume == "auto":
+        found = gather_objects((out / "checkpoint.pt").exists(), world_size)
+        if any(found) != all(found):
+            raise CheckpointError(
+                f"--resume auto: processes {[k for k, f in enumerate(found) if f]} find a "
+                "checkpoint.pt in their --out-dir and processes "
+                f"{[k for k, f in enumerate(found) if not f]} do not; on machines with disks of "
+                "their own, copy the --out-dir of a machine that has one to the others")
+        resume = all(found)
+    with fail_together(world_size):
+        ckpt = _read_checkpoint(recipe, out, resume)
+    if ckpt is not None and world_size > 1:
+        steps = gather_objects(ckpt["step"], world_size)
+        if len(set(steps)) > 1:
+            raise CheckpointError(f"the processes' checkpoints in {out} are of different "
+                                  f"updates ({steps}, in the order of the processes): copy "
+                                  "process 0's checkpoint.pt to every machine's OUT_DIR")
+    if recipe.dataset == "wmt14":
+        return ckpt, read_wmt14(recipe, local_rank=local_rank, world_size=world_size)
+    if recipe.dataset == "files":        # the reader's own files, on every machine
+        with fail_together(world_size):
+            text = read_files(recipe)
+        return ckpt, text
+    _fetch_on_each_machine(MULTI30K_FILES, local_rank, world_size)
+    with fail_together(world_size):
+        text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
+    if recipe.train_pairs:
+        text["train"] = text["train"][:recipe.train_pairs]
+    return ckpt, text
+
+
+def _read_checkpoint(recipe: Recipe, out: Path, resume: bool) -> dict | None:
+    "`read_inputs`'s checkpoint, checked against the recipe and with its tokenizer; or None."
     ckpt_path, tok_path = out / "checkpoint.pt", out / "tokenizer.json"
     ckpt = None
     if resume and tok_path.is_file() and not ckpt_path.exists():
@@ -323,17 +414,22 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool) -> tuple[dict | None, d
             raise CheckpointError(f"{e}: the checkpoint cannot be used without its "
                                   "tokenizer") from e
     elif ckpt_path.exists():             # (a tokenizer alone is a start that never trained: redone)
-        raise RecipeError(f"{out} already holds a run; pass --resume to continue it, or choose "
-                          "another --out-dir")
-    if recipe.dataset == "wmt14":
-        return ckpt, read_wmt14(recipe)
-    if recipe.dataset == "files":
-        return ckpt, read_files(recipe)
-    fetch_all(MULTI30K_FILES)            # DataError naming every missing or corrupt file at once
-    text = {split: load_multi30k(split) for split in MULTI30K_SPLITS}
-    if recipe.train_pairs:
-        text["train"] = text["train"][:recipe.train_pairs]
-    return ckpt, text
+        raise RecipeError(f"{out} already holds a run; pass --resume to continue it (--resume "
+                          "auto: continue a run if there is one), or choose another --out-dir")
+    return ckpt
+
+
+def _fetch_on_each_machine(names: Sequence[str], local_rank: int = 0, world_size: int = 1) -> None:
+    """`fetch_all(names)` (a `DataError` names every file missing or corrupt at once) by the local
+    rank 0 of each machine: a download, where one is needed, is made once a machine. The machine's
+    other processes wait for it, then check the files' checksums without downloading. Every
+    process must call it; an error on one is raised on every one."""
+    with fail_together(world_size):
+        if local_rank == 0:
+            fetch_all(names)
+    with fail_together(world_size):
+        if local_rank != 0:
+            fetch_all(names, download=False)
 
 
 TEST_SPLITS = {"multi30k": "test_2016_flickr", "wmt14": "newstest2014", "files": "test"}
@@ -367,15 +463,20 @@ def store_path(recipe: Recipe) -> Path:
     return Path(recipe.store_dir) if recipe.store_dir else Path(recipe.out_dir) / "store"
 
 
-def read_wmt14(recipe: Recipe) -> dict:
+def read_wmt14(recipe: Recipe, *, local_rank: int = 0, world_size: int = 1) -> dict:
     """WMT 2014's development (newstest2013) and test (newstest2014) pairs, each (English, German),
     and, unless the run's token store is built, the check that the three training archives are
-    there (`DataError` names each one missing). Needs the [wmt] extra."""
+    there (`DataError` names each one missing), each archive fetched once a machine
+    (`_fetch_on_each_machine`). Needs the [wmt] extra."""
     from transformer_lib import wmt14
+    archives = [part.archive for part in wmt14.TEST_PARTS.values()]
     if not (store_path(recipe) / "meta.json").is_file():
-        fetch_all([part.archive for part in wmt14.TRAIN_PARTS.values()])
-    return {"train": None, "val": wmt14.load_wmt14("newstest2013"),
-            TEST_SPLITS["wmt14"]: wmt14.load_wmt14("newstest2014")}
+        archives = [part.archive for part in wmt14.TRAIN_PARTS.values()] + archives
+    _fetch_on_each_machine(archives, local_rank, world_size)
+    with fail_together(world_size):
+        text = {"train": None, "val": wmt14.load_wmt14("newstest2013"),
+                TEST_SPLITS["wmt14"]: wmt14.load_wmt14("newstest2014")}
+    return text
 
 
 def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
@@ -384,14 +485,16 @@ def _prepare_data(s: RunResult, text: dict, new_run: bool) -> list:
     if r.dataset == "wmt14":
         return _prepare_wmt14(s, text, new_run)
     tokenizer = None
-    if new_run and s.is_main:
-        try:
-            tokenizer = train_joint_tokenizer(text["train"], vocab_size=r.vocab_size)
-        except ValueError as e:                    # e.g. no room for the special and byte tokens
-            raise RecipeError(f"vocab_size={r.vocab_size} does not work for this training "
-                              f"text: {e}") from e
-        tokenizer.save(s.tok_path)
-    barrier(s.world_size)                              # the others wait for process 0's tokenizer
+    with fail_together(s.world_size):                  # the others wait for process 0's tokenizer
+        if new_run and s.is_main:
+            try:
+                tokenizer = train_joint_tokenizer(text["train"], vocab_size=r.vocab_size)
+            except ValueError as e:                # e.g. no room for the special and byte tokens
+                raise RecipeError(f"vocab_size={r.vocab_size} does not work for this training "
+                                  f"text: {e}") from e
+            tokenizer.save(s.tok_path)
+    if new_run:
+        _copy_to_each_machine(s, s.tok_path)
     s.tokenizer = SubwordTokenizer.load(s.tok_path) if tokenizer is None else tokenizer
     train_ids = encode_pairs(s.tokenizer, text["train"])
     if r.dataset == "files":                 # the reader's text: a pair may not fit the positions
@@ -443,26 +546,55 @@ def batch_tokens(recipe: Recipe, world_size: int) -> int:
     return -(-r.update_tokens // (world_size * r.accum_steps))      # rounded up
 
 
+def _copy_to_each_machine(s: RunResult, path: Path) -> None:
+    """Process 0's small file `path` (the tokenizer) written, byte for byte, by every process that
+    writes its machine's copy of the run's files (`RunResult.writes`); nothing on one process."""
+    if s.world_size == 1:
+        return
+    data = broadcast_object(path.read_bytes() if s.is_main else None, s.world_size)
+    with fail_together(s.world_size):
+        if s.writes and not s.is_main:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.urandom(4).hex()}.tmp")
+            try:
+                tmp.write_bytes(data)
+                os.replace(tmp, path)                 # atomic: the old file or the new one
+            finally:
+                tmp.unlink(missing_ok=True)
+
+
 def _prepare_wmt14(s: RunResult, text: dict, new_run: bool) -> list:
-    """`_prepare_data` for WMT 2014 (chapter 21): the shared vocabulary and the token store (built
-    by process 0 unless `store_path` holds one), and batches drawn from the store."""
+    """`_prepare_data` for WMT 2014 (chapter 21): the shared vocabulary (process 0's, learned
+    unless `store_path` holds a store) and the token store, built where a machine has none (by
+    process 0, and by the local rank 0 of a machine whose store folder is not process 0's), and
+    batches drawn from the store."""
     from transformer_lib import wmt14
     r, store_dir = s.recipe, store_path(s.recipe)
-    if new_run and s.is_main:
-        if (store_dir / "meta.json").is_file():                  # built before: its vocabulary
-            tokenizer = SubwordTokenizer.load(store_dir / "tokenizer.json")
-        else:
-            print(f"tokenizing WMT 2014 once into {store_dir.resolve()}", flush=True)
-            try:
-                tokenizer = wmt14.train_wmt14_tokenizer(r.vocab_size)
-            except ValueError as e:                # e.g. no room for the special and byte tokens
-                raise RecipeError(f"vocab_size={r.vocab_size} does not work for WMT 2014: "
-                                  f"{e}") from e
-            wmt14.build_wmt14_store(tokenizer, store_dir)
-        tokenizer.save(s.tok_path)
-    barrier(s.world_size)                              # the others wait for process 0's store
+    shared = same_folder_as_process_0(store_dir, s.rank, s.world_size)   # (every process asks)
+    builds = s.is_main or (s.local_rank == 0 and not shared)
+    with fail_together(s.world_size):                  # the others wait for process 0's vocabulary
+        if new_run and s.is_main:
+            if (store_dir / "meta.json").is_file():              # built before: its vocabulary
+                tokenizer = SubwordTokenizer.load(store_dir / "tokenizer.json")
+            else:
+                print(f"tokenizing WMT 2014 once into {store_dir.resolve()}", flush=True)
+                try:
+                    tokenizer = wmt14.train_wmt14_tokenizer(r.vocab_size)
+                except ValueError as e:            # e.g. no room for the special and byte tokens
+                    raise RecipeError(f"vocab_size={r.vocab_size} does not work for WMT 2014: "
+                                      f"{e}") from e
+            tokenizer.save(s.tok_path)
+    if new_run:
+        _copy_to_each_machine(s, s.tok_path)
     s.tokenizer = SubwordTokenizer.load(s.tok_path)
-    store = wmt14.TokenStore(store_dir, tokenizer=s.tokenizer)   # DataError: another vocabulary
+    with fail_together(s.world_size):                  # the others wait for their machine's store
+        if builds and not (store_dir / "meta.json").is_file():
+            if not s.is_main:
+                print(f"process {s.rank}: tokenizing WMT 2014 once into {store_dir.resolve()}, "
+                      "this machine's copy of the store", flush=True)
+            wmt14.build_wmt14_store(s.tokenizer, store_dir)
+    with fail_together(s.world_size):
+        store = wmt14.TokenStore(store_dir, tokenizer=s.tokenizer)   # DataError: another vocabulary
     lengths = [max(n, m - 1) for n, m in zip(store.src_lengths.tolist(),
                                              store.tgt_lengths.tolist())]
     # the store's ids were written by this tokenizer (its checksum is in the store): only the
@@ -483,11 +615,15 @@ def prepare_model(s: RunResult, all_ids: list, ckpt: dict | None) -> None:
     s.optimizer = make_optimizer(r, s.model.parameters())
     # the budget's progress reads the run's clock, which starts last, below
     s.scheduler = make_schedule(r, s.optimizer, partial(budget_progress, r, s.seconds_trained))
+    states = None                                    # every process's random state, resumed
     if ckpt is not None:
         extra = load_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler)["extra"]
         s.step, s.history, s.evals = ckpt["step"], list(extra["history"]), list(extra["evals"])
         s.train_seconds = float(extra["train_seconds"])
-    if s.rank:                                       # different dropout masks on every process
+        states = extra.get("rng_by_rank")             # (saved by runs of several processes)
+    if states is not None and len(states) == s.world_size:
+        set_rng_state(states[s.rank])               # the dropout masks of a run never stopped
+    elif s.rank:                                     # different dropout masks on every process
         torch.manual_seed(r.seed + 1000 * s.rank + s.step)
     s.n_params = count_parameters(s.model)
     s.trained = s.model
@@ -552,7 +688,8 @@ FIRST_UPDATES = 100          # updates whose training-clock readings every resul
 def fit(s: RunResult) -> RunResult:
     """Stage 2: chapter 13's `train`, with checkpoints, snapshots and evaluation in its callback."""
     r = s.recipe
-    limit_steps = stop_step(r, s.step, s.steps_per_epoch, s.train_seconds)  # RecipeError: finished
+    with fail_together(s.world_size):                # process 0's record says whether it finished
+        limit_steps = stop_step(r, s.step, s.steps_per_epoch, s.train_seconds)  # RecipeError
     callback = partial(after_step, s, limit_steps)
     if s.is_main:
         callback = warn_if_long_run(callback, limit_steps, start=s.step, clock=s.clock,
@@ -579,8 +716,7 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
         s.first_updates.append(round(s.clock(), 4))
     if step % r.checkpoint_every == 0:
         with s.clock.paused():
-            # all processes stop together
-            save(s, epoch_done=False) if s.is_main else check_weights(s.model, s.step)
+            save(s, epoch_done=False)             # all processes stop together
     if r.snapshot_every and step % r.snapshot_every == 0:
         with s.clock.paused():
             snapshot(s, f"step_{step:07d}")
@@ -590,46 +726,61 @@ def after_step(s: RunResult, limit_steps: float, step: int) -> None:
     with s.clock.paused():
         if not r.snapshot_every:
             snapshot(s, f"epoch_{epoch:04d}")
-        if s.is_main and r.eval_every and (epoch + 1) % r.eval_every == 0 and step < limit_steps:
-            s.evals.append(evaluate(s, epoch, r.eval_beam))
+        if r.eval_every and (epoch + 1) % r.eval_every == 0 and step < limit_steps:
+            s.evals.append(evaluate(s, epoch, r.eval_beam))    # every process: decoding is shared
             e = s.evals[-1]
-            tqdm.write(f"epoch {epoch + 1}: val loss {e['val_loss']:.3f}, greedy BLEU "
-                       f"{e['bleu_greedy']:.1f}"
-                       + (f", beam {e['bleu_beam']:.1f}" if "bleu_beam" in e else ""))
-        barrier(s.world_size)                     # the others wait for process 0's evaluation
+            if s.is_main:
+                tqdm.write(f"epoch {epoch + 1}: val loss {e['val_loss']:.3f}, greedy BLEU "
+                           f"{e['bleu_greedy']:.1f}"
+                           + (f", beam {e['bleu_beam']:.1f}" if "bleu_beam" in e else ""))
 
 
 def snapshot(s: RunResult, name: str) -> None:
-    """Process 0 saves the model's weights as `snapshots/NAME.pt`, to average or to study, and
-    keeps the last `average_last` (or `keep_snapshots`, if more) of them."""
+    """Process 0 (and each machine's writer, `RunResult.writes`) saves the model's weights as
+    `snapshots/NAME.pt`, to average or to study, and keeps the last `average_last` (or
+    `keep_snapshots`, if more) of them."""
     r = s.recipe
     keep = max(r.average_last if r.average_last > 1 else 0, r.keep_snapshots)
-    if s.is_main and keep:
+    if s.writes and keep:
         check_weights(s.model, s.step)
         save_checkpoint(s.out_dir / "snapshots" / f"{name}.pt", s.model)
         for old in sorted((s.out_dir / "snapshots").glob("*.pt"))[:-keep]:
-            old.unlink()
+            old.unlink(missing_ok=True)
 
 
 def save(s: RunResult, epoch_done: bool) -> None:
-    "The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds."
+    """The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds.
+    Every process calls it; under torchrun each machine's copy holds process 0's logs and clock
+    and the random state of every process, so that a resumed run draws the dropout masks of one
+    never stopped."""
     check_weights(s.model, s.step)
-    save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step,
-                    extra={"recipe": asdict(s.recipe), "history": s.history, "evals": s.evals,
-                           "train_seconds": s.clock(), "epoch_done": epoch_done})
+    extra = {"recipe": asdict(s.recipe), "history": s.history, "evals": s.evals,
+             "train_seconds": s.clock(), "epoch_done": epoch_done}
+    if s.world_size > 1:
+        extra["rng_by_rank"] = gather_objects(get_rng_state(), s.world_size)
+        extra = broadcast_object(extra, s.world_size)
+    if s.writes:
+        save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step, extra=extra)
     s.saved_step = s.step
 
 
 def evaluate(s: RunResult, epoch: int, beam: bool) -> dict:
-    "Validation loss and BLEU (greedy, and beam when `beam`) of the model now."
+    """Validation loss (process 0's) and BLEU (greedy, and beam when `beam`) of the model now. Every
+    process calls it and translates its share of the sentences (`timed_bleu`)."""
     r = s.recipe
     rec = {"step": s.step, "epoch": epoch, "elapsed_s": s.clock(),
-           "val_loss": validation_loss(s.model, s.val_loader, s.device, s.amp_dtype)}
+           "val_loss": validation_loss(s.model, s.val_loader, s.device, s.amp_dtype)
+           if s.is_main else None}
     for name, beam_size in (("bleu_greedy", 1), ("bleu_beam", r.beam_size))[:2 if beam else 1]:
-        rec[name] = timed_bleu(s.model, s.tokenizer, s.val_pairs, beam_size=beam_size,
-                               alpha=r.length_penalty,
-                               device=s.device, amp_dtype=s.amp_dtype)["bleu"]
+        rec[name] = _bleu(s, s.val_pairs, beam_size)["bleu"]
     return rec
+
+
+def _bleu(s: RunResult, pairs: list, beam_size: int) -> dict:
+    "`timed_bleu` of the run's model on `pairs`, its decoding shared by the run's processes."
+    return timed_bleu(s.model, s.tokenizer, pairs, beam_size=beam_size,
+                      alpha=s.recipe.length_penalty, device=s.device, amp_dtype=s.amp_dtype,
+                      batch_size=s.recipe.decode_batch, rank=s.rank, world_size=s.world_size)
 
 # %% ../notebooks/18_capstone.ipynb #126daed2
 def step_limit(recipe: Recipe, steps_per_epoch: int) -> float:
@@ -721,50 +872,56 @@ def named_remedies(s: RunResult) -> Iterator[None]:
 
 # %% ../notebooks/18_capstone.ipynb #84f16596
 def finalize(s: RunResult) -> RunResult:
-    """Stage 3: last checkpoint, weight averaging, test BLEU and the files of the run
-    (process 0)."""
+    """Stage 3: last checkpoint, weight averaging, test BLEU (every process translates its share)
+    and the files of the run (process 0; an error there is raised on every process)."""
     r, results = s.recipe, s.results
     if s.world_size > 1:                       # the DDP guarantee, checked: same weights everywhere
         results["max_weight_diff_across_processes"] = max_weight_diff(s.model, s.world_size)
-    if s.is_main:
-        with named_remedies(s):
-            save(s, epoch_done=s.step % s.steps_per_epoch == 0)
-        chosen = choose_weights(s)
-        save_checkpoint(s.out_dir / "model.pt", s.model,
-                        extra={"weights": chosen, "tokenizer": s.tok_path.name})
-        test = [timed_bleu(s.model, s.tokenizer, s.test_pairs, beam_size=k, alpha=r.length_penalty,
-                           device=s.device, amp_dtype=s.amp_dtype) for k in (1, r.beam_size)]
-        if r.dataset == "wmt14":                  # also as the paper scored (chapter 21)
-            from transformer_lib.wmt14 import tokenized_bleu
-            for t in test:
-                t["bleu_tokenized"], t["tokenized_signature"] = tokenized_bleu(
-                    t["hypotheses"], [ref for _, ref in s.test_pairs])
-        val = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
-        results.update(results_record(
-            r, {"precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),  # autocast
-                **provenance(s.device, s.world_size, s.commit)},
-            parameters=s.n_params, training_seconds=s.train_seconds, steps=s.step,
-            epochs=s.step / s.steps_per_epoch, weights=chosen, history=s.history,
-            val={"loss": val["val_loss"], "bleu_greedy": val["bleu_greedy"],
-                 "sentences": len(s.val_pairs)},
-            test_greedy=test[0], test_beam=test[1], startup=startup_record(s)))
-        save_translator(s.out_dir / "translator.pt", unwrap_model(s.model), s.tokenizer,
-                        info={"record": str(results_path(r)), "weights": chosen,
-                              "git_commit": s.commit or "", "source_lang": languages(r)[0],
-                              "target_lang": languages(r)[1]})
-        # the whole run, as a reader waits for it: data, tokenizer, training, every evaluation
-        results["wall_seconds"] = round(time.perf_counter() - s.started_at, 1)
-        write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
-        src, tgt = r.src_lang, r.tgt_lang
-        write_json(s.out_dir / "translations.json",
-                   [{src: source, tgt: ref, "greedy": g, "beam": b} for (source, ref), g, b
-                    in zip(s.test_pairs, test[0]["hypotheses"], test[1]["hypotheses"])],
-                   indent=1)
-        write_json(results_path(r), results)
-        report_files(r)
-    barrier(s.world_size)
+    with named_remedies(s):
+        save(s, epoch_done=s.step % s.steps_per_epoch == 0)
+    chosen = choose_weights(s)
+    test = [_bleu(s, s.test_pairs, k) for k in (1, r.beam_size)]
+    with fail_together(s.world_size):
+        if s.is_main:
+            _write_records(s, chosen, test)
     s.model.check_inputs = True                   # whoever uses the model next gets the checks back
     return s
+
+
+def _write_records(s: RunResult, chosen: str, test: list[dict]) -> None:
+    """Process 0's part of `finalize`: the final weights, the paper's BLEU (WMT 2014), the results
+    record, history, translations and the translator."""
+    r, results = s.recipe, s.results
+    save_checkpoint(s.out_dir / "model.pt", s.model,
+                    extra={"weights": chosen, "tokenizer": s.tok_path.name})
+    if r.dataset == "wmt14":                  # also as the paper scored (chapter 21)
+        from transformer_lib.wmt14 import tokenized_bleu
+        for t in test:
+            t["bleu_tokenized"], t["tokenized_signature"] = tokenized_bleu(
+                t["hypotheses"], [ref for _, ref in s.test_pairs])
+    val = next(e for e in reversed(s.evals) if e.get("weights") == chosen)
+    results.update(results_record(
+        r, {"precision": str(s.amp_dtype or torch.float32).removeprefix("torch."),  # autocast
+            **provenance(s.device, s.world_size, s.commit)},
+        parameters=s.n_params, training_seconds=s.train_seconds, steps=s.step,
+        epochs=s.step / s.steps_per_epoch, weights=chosen, history=s.history,
+        val={"loss": val["val_loss"], "bleu_greedy": val["bleu_greedy"],
+             "sentences": len(s.val_pairs)},
+        test_greedy=test[0], test_beam=test[1], startup=startup_record(s)))
+    save_translator(s.out_dir / "translator.pt", unwrap_model(s.model), s.tokenizer,
+                    info={"record": str(results_path(r)), "weights": chosen,
+                          "git_commit": s.commit or "", "source_lang": languages(r)[0],
+                          "target_lang": languages(r)[1]})
+    # the whole run, as a reader waits for it: data, tokenizer, training, every evaluation
+    results["wall_seconds"] = round(time.perf_counter() - s.started_at, 1)
+    write_json(s.out_dir / "history.json", {"history": s.history, "evals": s.evals}, indent=1)
+    src, tgt = r.src_lang, r.tgt_lang
+    write_json(s.out_dir / "translations.json",
+               [{src: source, tgt: ref, "greedy": g, "beam": b} for (source, ref), g, b
+                in zip(s.test_pairs, test[0]["hypotheses"], test[1]["hypotheses"])],
+               indent=1)
+    write_json(results_path(r), results)
+    report_files(r)
 
 
 def choose_weights(s: RunResult) -> str:
@@ -775,10 +932,14 @@ def choose_weights(s: RunResult) -> str:
     s.evals.append(final)
     n = s.recipe.average_last                 # the last n snapshots (more may be kept to study)
     snaps = sorted((s.out_dir / "snapshots").glob("*.pt"))[-n:] if n > 1 else []
+    names = broadcast_object([p.name for p in snaps], s.world_size)     # process 0's snapshots,
+    snaps = [s.out_dir / "snapshots" / name for name in names]        # each from its machine's disk
     if len(snaps) < 2:
         return "last"
     last_state = {k: v.clone() for k, v in s.model.state_dict().items()}
-    s.model.load_state_dict(average_checkpoints(snaps))
+    with fail_together(s.world_size):
+        averaged_state = average_checkpoints(snaps)
+    s.model.load_state_dict(averaged_state)
     averaged = evaluate(s, s.step // s.steps_per_epoch, beam=False)
     averaged["weights"] = (f"average of {len(snaps)} epoch snapshots" if not s.recipe.snapshot_every
                            else f"average of {len(snaps)} snapshots, "
@@ -861,7 +1022,8 @@ _FINISHED: list = []
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line: `python -m transformer_lib.train [--preset P] [--config FILE] [--flags]
-    [--resume]`."""
+    [--resume [auto]]`."""
+    recipe = None
     try:
         export_dir, argv = _export_flag(argv)
         recipe, resume = parse_args(argv)
@@ -875,6 +1037,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the user's to fix
         print("error: " + " ".join(str(e).split()), file=sys.stderr)      # one line, no traceback
         return 2
+    except RuntimeError as e:
+        if not waited_too_long(e):
+            raise
+        print("error: " + _timeout_words(recipe, e), file=sys.stderr, flush=True)
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted; --resume continues from the last checkpoint, if one was written",
               file=sys.stderr)
@@ -886,6 +1053,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(bleu_line(split, result.results[split]) + f"; "
               f"{result.results['training_seconds']:.0f} s of training")
     return 0
+
+
+def _timeout_words(recipe: Recipe | None, error: RuntimeError) -> str:
+    "What a process that waited past the process group's timeout says: how long, and what to do."
+    limit = (f"--dist-timeout {recipe.dist_timeout_s:g} s" if recipe and recipe.dist_timeout_s
+             else "--dist-timeout (0: torch's default, 10 minutes for nccl, 30 for gloo)")
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return (f"process {dist_env()[0]} waited for another process of the run longer than {limit} "
+            f"allows ({first}); give a longer --dist-timeout, or look in the log for the process "
+            "that was slow or stopped. --resume auto continues from the last checkpoint")
 
 
 def bleu_line(split: str, t: dict) -> str:
@@ -1017,7 +1194,7 @@ def _startup_line(startup: dict | None) -> str:
 # The command line, last in the module so that every function above is defined when it runs.
 if __name__ == "__main__" and "ipykernel" not in sys.modules:  # the notebook never runs the CLI
     code = main()
-    if _FINISHED:                     # a torchrun worker: leave without tearing the run down
+    if _FINISHED or dist_env()[1] > 1:   # a torchrun worker: leave without tearing the run down
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
