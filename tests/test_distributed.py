@@ -270,3 +270,16 @@ def test_resume_auto_refuses_machines_that_disagree(tmp_path):
     got = on_two_processes(tmp_path, partial(_resume_auto, outs))
     assert got[0] == got[1] and "processes [0] find a checkpoint" in got[0]
     assert "processes [1] do not" in got[0]
+
+
+def test_a_wait_past_the_timeout_is_told_from_a_failed_connection():
+    """The error that makes the run say "--dist-timeout": gloo's and the store's waits past the
+    timeout, not a connection refused (a process that is not there) nor another RuntimeError."""
+    waited = engineering.waited_too_long
+    assert waited(RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting "
+                               "8000ms for recv operation to complete"))
+    assert waited(RuntimeError("wait timeout after 8000ms, keys: /default_pg/0//cpu//rank_1"))
+    assert not waited(RuntimeError("Gloo connectFullMesh failed with [pair.cc:152] timed out "
+                                   "connecting: SO_ERROR: Connection refused"))
+    assert not waited(RuntimeError("Connection closed by peer [127.0.0.1]:26526"))
+    assert not waited(ValueError("Timed out waiting 5 ms"))

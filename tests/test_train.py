@@ -407,6 +407,94 @@ def test_two_nodes_of_one_process_with_accumulation(tmp_path):
                                                                   for h in hist)
 
 
+def hooked_env(tmp_path, **hooks) -> dict:
+    """The environment of a torchrun test whose workers get the faults and delays of
+    tests/run_hooks.py that `hooks` names (HOOK_...=value)."""
+    from run_hooks import site_with_hooks
+    site = site_with_hooks(tmp_path / "site")
+    return {**os.environ, "OMP_NUM_THREADS": "1", **{k: str(v) for k, v in hooks.items()},
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.mark.needs_data
+@pytest.mark.slow
+def test_a_worker_that_dies_is_restarted_by_torchrun_and_the_run_resumes(tmp_path):
+    """`torchrun --max-restarts 1 ... --resume auto`: process 1 dies after update 5 (os._exit, from
+    tests/run_hooks.py); torchrun stops process 0 and starts both again with the same command, which
+    resumes from the checkpoint of update 3 and ends with the weights and losses of a run never
+    stopped, dropout (0.1) included: every process draws the masks it would have drawn. With
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, as chapter 21's commands give it: torchrun's own store,
+    shared with the run's, can hand a restarted process the address of a process of the start
+    before (pytorch/pytorch#135712; seen here once in three restarts without it)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--max-restarts=1", "-m", "transformer_lib.train"]
+    runs = {}
+    for name, hooks in (("whole", {}), ("restarted", {"HOOK_EXIT_AT_STEP": 5})):
+        out = tmp_path / name
+        proc = run_hang_aware(cmd + tiny_flags(out) + ["--resume", "auto"],
+                              hooked_env(tmp_path, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, **hooks),
+                              timeout=300)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        runs[name] = proc.stdout, read_checkpoint(out / "checkpoint.pt")
+    printed, restarted = runs["restarted"]
+    starts = re.findall(r"output directory: .*", printed)
+    assert len(starts) == 2 and "resuming" not in starts[0] and "(resuming its run)" in starts[1]
+    whole = runs["whole"][1]
+    assert whole["step"] == restarted["step"] == 6 and "rng_by_rank" in whole["extra"]
+    assert all(torch.equal(whole["model"][k], restarted["model"][k]) for k in whole["model"])
+    assert ([h["loss"] for h in whole["extra"]["history"]]
+            == [h["loss"] for h in restarted["extra"]["history"]])
+
+
+@pytest.mark.needs_data
+@pytest.mark.slow
+def test_a_slow_evaluation_completes_shared_and_a_slow_process_0_names_the_timeout(tmp_path):
+    """--dist-timeout 8. Decoding made slow (2 s a batch: tests/run_hooks.py) on both processes,
+    with batches of one or two sentences: each evaluation takes longer than the timeout, but the
+    two processes share its batches and neither waits long, so the run completes. Process 0's
+    validation loss (its work alone) made slow by 40 s: process 1 stops after waiting 8 s, with one
+    line naming --dist-timeout, and the run ends with an error, not a silent kill."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "transformer_lib.train"]
+    flags = ["--dist-timeout", "8", "--decode-batch", "2"]
+    out = tmp_path / "shared"
+    proc = run_hang_aware(cmd + tiny_flags(out) + flags,
+                          hooked_env(tmp_path, HOOK_SLOW_DECODE_S=2), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    rec = json.loads((out / "results.json").read_text())
+    t = rec["test_2016_flickr"]
+    # every process waited at most 8 s, while the test set alone took longer to decode
+    assert t["sentences"] / t["greedy_sentences_per_s"] + t["sentences"] / t[
+        "beam_sentences_per_s"] > 8
+    out = tmp_path / "alone"
+    proc = run_hang_aware(cmd + tiny_flags(out) + flags,
+                          hooked_env(tmp_path, HOOK_SLOW_LOSS_S=40), timeout=300)
+    assert proc.returncode != 0 and not (out / "results.json").exists()
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("error: "))
+    assert re.match(r"error: process 1 waited for another process of the run longer than "
+                    r"--dist-timeout 8 s allows \(.*[Tt]imed out.*\); give a longer "
+                    r"--dist-timeout", line), line
+
+
+@pytest.mark.needs_data
+def test_resume_auto_starts_a_run_or_continues_it(tmp_path, capsys):
+    """--resume auto (what torchrun --max-restarts runs again): an empty OUT_DIR starts the run, one
+    with a checkpoint continues it, as --resume does, to the weights of a run never stopped."""
+    assert parse_args(["--resume"])[1] is True and parse_args(["--resume", "auto"])[1] == "auto"
+    assert parse_args([])[1] is False
+    with pytest.raises(SystemExit):
+        parse_args(["--resume", "always"])
+    assert "invalid choice: 'always'" in capsys.readouterr().err
+    assert main(tiny_flags(tmp_path / "whole")) == 0
+    assert main(tiny_flags(tmp_path / "split", max_steps=3) + ["--resume", "auto"]) == 0
+    assert "(resuming its run)" not in capsys.readouterr().out
+    assert main(tiny_flags(tmp_path / "split") + ["--resume", "auto"]) == 0
+    assert "(resuming its run)" in capsys.readouterr().out
+    a, b = (read_checkpoint(tmp_path / name / "checkpoint.pt") for name in ("whole", "split"))
+    assert a["step"] == b["step"] == 6 and all(torch.equal(a["model"][k], b["model"][k])
+                                               for k in a["model"])
+
+
 def test_presets_are_valid_and_gpu_is_the_default():
     """`python -m transformer_lib.train` with no flags runs the recipe that --help calls the
     default: the gpu recipe, five minutes of eager training (compiling did not pay within them:

@@ -146,9 +146,9 @@ def test_a_missing_training_archive_is_named_before_anything_is_written(tmp_path
     assert not (tmp_path / "run").exists()
 
 
-def fixture_env(tmp_path) -> dict:
+def fixture_env(tmp_path, hooks: bool = False) -> dict:
     sums = write_archives(tmp_path / "data", train=TRAIN)
-    site = site_dir(tmp_path / "site", sums)
+    site = site_dir(tmp_path / "site", sums, hooks=hooks)
     return {**os.environ, "OMP_NUM_THREADS": "1", "TRANSFORMER_LIB_DATA": str(tmp_path / "data"),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
 
@@ -222,3 +222,53 @@ def test_two_nodes_of_one_process_train_wmt14(tmp_path):
         rec = json.loads((out / "results.json").read_text())
         assert (rec["processes"], rec["steps"], rec["recipe"]["accum_steps"]) == (2, stop, 2)
         assert rec["max_weight_diff_across_processes"] == 0.0
+
+
+@pytest.mark.slow
+def test_two_nodes_with_disks_of_their_own_killed_and_resumed(tmp_path):
+    """Two torchrun "nodes" that share no folder, as two machines with disks of their own: each
+    node's OUT_DIR and store folder are its own. Each builds its store, with process 0's
+    vocabulary, and keeps its own tokenizer, checkpoints and snapshots. Stopped after update 4
+    (tests/run_hooks.py) and killed (SIGKILL, every process), the same two commands with
+    --resume auto go on, each from its own checkpoint, whichever node the rendezvous makes
+    process 0, and finish with the same weights and logs on both disks."""
+    from test_train import free_port
+
+    from transformer_lib.optimization import read_checkpoint
+    env = fixture_env(tmp_path, hooks=True)
+    disks = [tmp_path / "machine0", tmp_path / "machine1"]
+
+    def launch_nodes(stop: int, run_id: str, hooks: dict) -> list[subprocess.Popen]:
+        port = free_port()
+        return [launch(TORCHRUN + [
+            "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{port}", f"--rdzv_id={run_id}", "-m",
+            "transformer_lib.train", *flags(disk / "run", max_steps=stop, store_dir=disk / "store"),
+            "--resume", "auto"], {**env, **hooks}) for disk in disks]
+
+    procs = launch_nodes(100_000, "disks-1", {"HOOK_STALL_AT_STEP": "4"})
+    deadline = time.monotonic() + 240
+    while not all((d / "run" / "checkpoint.pt").is_file() for d in disks):
+        if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+            for p in procs:
+                kill_tree(p.pid)
+            pytest.fail("no checkpoint on both disks within 240 s:\n"
+                        + "\n".join(p.communicate()[0][-3000:] for p in procs))
+        time.sleep(0.05)
+    for p in procs:
+        kill_tree(p.pid)
+        p.communicate()
+    assert [read_checkpoint(d / "run" / "checkpoint.pt")["step"] for d in disks] == [4, 4]
+    assert all((d / "store" / "meta.json").is_file() for d in disks)
+    printed = finish(launch_nodes(8, "disks-2", {}))
+    main = [k for k, d in enumerate(disks) if (d / "run" / "results.json").is_file()]
+    assert len(main) == 1 and "(resuming its run)" in printed[main[0]]
+    rec = json.loads((disks[main[0]] / "run" / "results.json").read_text())
+    assert (rec["processes"], rec["steps"], rec["max_weight_diff_across_processes"]) == (2, 8, 0.0)
+    a, b = (read_checkpoint(d / "run" / "checkpoint.pt") for d in disks)
+    assert a["step"] == b["step"] == 8 and a["extra"]["history"] == b["extra"]["history"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert len({(d / "run" / "tokenizer.json").read_bytes() for d in disks}) == 1
+    assert len({(d / "store" / "src.ids").read_bytes() for d in disks}) == 1
+    assert ([sorted(p.name for p in (d / "run" / "snapshots").iterdir()) for d in disks]
+            == [["step_0000003.pt", "step_0000006.pt"]] * 2)

@@ -380,10 +380,12 @@ def same_folder_as_process_0(folder: str | os.PathLike, rank: int, world_size: i
 
 def waited_too_long(error: BaseException) -> bool:
     """Whether `error` is torch.distributed's for an operation that waited for another process
-    longer than the process group's timeout (gloo raises it as a RuntimeError, "Timed out waiting
-    ... ms")."""
-    return isinstance(error, RuntimeError) and bool(
-        re.search(r"timed out|timeout", str(error), re.IGNORECASE))
+    longer than the process group's timeout: gloo's RuntimeError "Timed out waiting 8000ms for
+    recv operation", the store's "wait timeout after ...", not a connection that failed."""
+    text = str(error)
+    return (isinstance(error, RuntimeError) and "connect" not in text.lower()
+            and bool(re.search(r"timed out waiting|timeout after|operation timeout", text,
+                               re.IGNORECASE)))
 
 
 def shutdown_distributed(timeout_s: float = 60.0) -> None:
