@@ -673,6 +673,18 @@ QUOTES = [
                    and all(as_recorded(ZEN4_FP32["recipe"])[k]
                            == as_recorded(ZEN4_BF16["recipe"])[k] == v
                            for k, v in dataclasses.asdict(CPU).items() if k not in RUN_ONLY))),
+    # ---------------------------------------------------------------- chapter 21
+    Quote("notebooks/21_wmt14.ipynb",
+          rf"(?P<m>Thirty) minutes \((?P<s>{NUM}) s\) is much longer than any of those waits in a "
+          r"run whose store is built: a process that waits longer stops with one line naming "
+          r"`--dist-timeout`",
+          {"m": lambda: preset("wmt14-base").dist_timeout_s / 60,
+           "s": lambda: preset("wmt14-base").dist_timeout_s},
+          lambda: preset("wmt14-big").dist_timeout_s == preset("wmt14-base").dist_timeout_s),
+    Quote("notebooks/21_wmt14.ipynb",
+          rf"the run goes on from its last checkpoint \(one every (?P<k>{NUM}) updates\)",
+          {"k": lambda: preset("wmt14-base").checkpoint_every},
+          lambda: preset("wmt14-big").checkpoint_every == preset("wmt14-base").checkpoint_every),
     # ---------------------------------------------------------------- docs/gpu.md
     Quote("docs/gpu.md",
           rf"the `gpu` preset made (?P<u>{NUM}) updates in (?P<s>{NUM}) s and scored (?P<g>{NUM}) "
