@@ -749,7 +749,7 @@ def snapshot(s: RunResult, name: str) -> None:
 
 
 def save(s: RunResult, epoch_done: bool) -> None:
-    """The resumable checkpoint: model, optimiser, schedule, step, recipe, logs and training seconds.
+    """The resumable checkpoint: model, optimiser, schedule, step, recipe, logs, training seconds.
     Every process calls it; under torchrun each machine's copy holds process 0's logs and clock
     and the random state of every process, so that a resumed run draws the dropout masks of one
     never stopped."""
