@@ -30,7 +30,7 @@ SET_BY_COMPARE = {"time_budget_s", "epochs", "max_steps", "average_last", "keep_
 # Recipe fields added after these records, at the default that does what their code did
 LATER = {"accum_steps", "dataset", "update_tokens", "store_dir", "snapshot_every", "src_lang",
          "tgt_lang", "pairs", "columns", "source", "target", "val", "test", "heldout",
-         "split_seed", "max_chars"}
+         "split_seed", "max_chars", "decode_batch", "dist_timeout_s"}
 # these records asked for autocast on CPUs without bfloat16 instructions: float32 (each run's
 # "precision" says so), as the preset now trains without asking
 NOT_COMPARED = SET_BY_COMPARE | LATER | {"amp"}
