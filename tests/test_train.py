@@ -477,6 +477,36 @@ def test_a_slow_evaluation_completes_shared_and_a_slow_process_0_names_the_timeo
 
 
 @pytest.mark.needs_data
+@pytest.mark.slow
+def test_a_bad_out_dir_on_one_machine_stops_both(tmp_path):
+    """Two torchrun "nodes", the second given an --out-dir it cannot create (under a file): both
+    stop with its one-line error (the other node's line names the process it came from), before
+    anything is written."""
+    port, blocker = free_port(), tmp_path / "a-file"
+    blocker.write_text("")
+    outs = [tmp_path / "good", blocker / "run"]
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+         "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=bad-dir",
+         "-m", "transformer_lib.train", *tiny_flags(out)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True) for out in outs]
+    try:
+        printed = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                kill_tree(p.pid)
+    assert all(p.returncode != 0 for p in procs)
+    errors = [next((x for x in o.splitlines() if x.startswith("error: ")), o[-2000:])
+              for o in printed]
+    assert sorted(bool(re.match(r"error: process [01]: out_dir", e)) for e in errors) == [
+        False, True]                     # (the rendezvous decides which node is process 0)
+    assert all("a-file" in e and "not a directory" in e for e in errors), errors
+    assert not outs[0].exists()
+
+
+@pytest.mark.needs_data
 def test_resume_auto_starts_a_run_or_continues_it(tmp_path, capsys):
     """--resume auto (what torchrun --max-restarts runs again): an empty OUT_DIR starts the run, one
     with a checkpoint continues it, as --resume does, to the weights of a run never stopped."""

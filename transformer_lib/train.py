@@ -302,8 +302,7 @@ def run(recipe: Recipe, resume: bool | str = False) -> RunResult:
 def prepare(recipe: Recipe, resume: bool | str = False) -> RunResult:
     """Stage 1: check everything, then set up processes, tokenizer, batches, model and optimiser."""
     started = time.perf_counter()
-    validate_recipe(recipe)
-    check_output_paths(recipe)
+    validate_recipe(recipe)                     # (the same on every process: the same command)
     _check_model(recipe)
     rank, world_size, local_rank = dist_env()
     try:
@@ -318,6 +317,8 @@ def prepare(recipe: Recipe, resume: bool | str = False) -> RunResult:
                  Path(recipe.out_dir), commit=git_commit(),   # the code that runs, even if a commit
                  local_rank=local_rank, writes=rank == 0)     # lands mid-run
     init_distributed(device, world_size, recipe.dist_timeout_s)
+    with fail_together(world_size):             # each machine's own disk
+        check_output_paths(recipe)
     ckpt, text = read_inputs(recipe, s.out_dir, resume, local_rank=local_rank,
                              world_size=world_size)
     if "about" in text:                  # a "files" run: what was read, left out and held out
@@ -741,11 +742,12 @@ def snapshot(s: RunResult, name: str) -> None:
     `keep_snapshots`, if more) of them."""
     r = s.recipe
     keep = max(r.average_last if r.average_last > 1 else 0, r.keep_snapshots)
-    if s.writes and keep:
-        check_weights(s.model, s.step)
-        save_checkpoint(s.out_dir / "snapshots" / f"{name}.pt", s.model)
-        for old in sorted((s.out_dir / "snapshots").glob("*.pt"))[:-keep]:
-            old.unlink(missing_ok=True)
+    with fail_together(s.world_size):
+        if s.writes and keep:
+            check_weights(s.model, s.step)
+            save_checkpoint(s.out_dir / "snapshots" / f"{name}.pt", s.model)
+            for old in sorted((s.out_dir / "snapshots").glob("*.pt"))[:-keep]:
+                old.unlink(missing_ok=True)
 
 
 def save(s: RunResult, epoch_done: bool) -> None:
@@ -759,8 +761,10 @@ def save(s: RunResult, epoch_done: bool) -> None:
     if s.world_size > 1:
         extra["rng_by_rank"] = gather_objects(get_rng_state(), s.world_size)
         extra = broadcast_object(extra, s.world_size)
-    if s.writes:
-        save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step, extra=extra)
+    with fail_together(s.world_size):              # (a full disk on one machine stops them all)
+        if s.writes:
+            save_checkpoint(s.ckpt_path, s.model, s.optimizer, s.scheduler, step=s.step,
+                            extra=extra)
     s.saved_step = s.step
 
 
