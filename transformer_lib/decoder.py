@@ -75,8 +75,8 @@ class Decoder(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, attn_dropout, ffn_dropout,
-                         eps)
+            DecoderLayer(d_model, n_heads, d_ff, dropout=dropout, norm_first=norm_first,
+                         attn_dropout=attn_dropout, ffn_dropout=ffn_dropout, eps=eps)
             for _ in range(n_layers))
         self.norm = make_final_norm(d_model, eps, norm_first, final_norm)   # LayerNorm or None
 

@@ -87,9 +87,10 @@ class Transformer(nn.Module):
         Pos = PositionalEncoding if c.positional == "sinusoidal" else LearnedPositionalEmbedding
         self.src_pos, self.tgt_pos = Pos(c.d_model, c.max_len, c.dropout), Pos(c.d_model, c.max_len,
                                                                                c.dropout)
-        layer_args = (c.n_layers, c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first,
-                      c.attn_dropout, c.ffn_dropout, c.eps)
-        self.encoder, self.decoder = Encoder(*layer_args), Decoder(*layer_args)
+        layers = dict(n_layers=c.n_layers, d_model=c.d_model, n_heads=c.n_heads, d_ff=c.d_ff,
+                      dropout=c.dropout, norm_first=c.norm_first, attn_dropout=c.attn_dropout,
+                      ffn_dropout=c.ffn_dropout, eps=c.eps)         # the same for both stacks
+        self.encoder, self.decoder = Encoder(**layers), Decoder(**layers)
         self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=not c.tie_output)
         self._reset_parameters()                    # "Initialisation" below
         if c.tie_output:

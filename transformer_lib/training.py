@@ -250,8 +250,10 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
     steps a record {step, epoch, loss (mean since the last record), lr, tokens, tokens_per_s,
     grad_norm, elapsed_s (= clock())} is appended to `history` (default: a new list). Create the
     optimizer after moving the model to its device. `clock`, `prefetch`, DDP: appendix A4."""
-    run = _TrainRun(model, loader, device, amp, max_steps, start_step, time_budget_s,
-                    clip_grad_norm, log_every, progress, clock, history)  # (Engineering)
+    run = _TrainRun(model=model, loader=loader, device=device, amp=amp, max_steps=max_steps,
+                    start_step=start_step, time_budget_s=time_budget_s,
+                    clip_grad_norm=clip_grad_norm, log_every=log_every, progress=progress,
+                    clock=clock, history=history)  # (Engineering)
     prefetch = to_device if prefetch is None else prefetch
     step = start_step
     try:
@@ -495,7 +497,7 @@ class _TrainRun:
     records of `LogWindow`, the progress bar, and the time budget (read every update on one CPU
     process, else at the log records)."""
 
-    def __init__(self, model, loader, device, amp, max_steps, start_step, time_budget_s,
+    def __init__(self, *, model, loader, device, amp, max_steps, start_step, time_budget_s,
                  clip_grad_norm, log_every, progress, clock, history):
         check_train_limits(max_steps, time_budget_s, clip_grad_norm, log_every)
         self.device = device = pick_device(device)
