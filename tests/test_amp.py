@@ -142,7 +142,7 @@ def test_the_capstone_compiles_only_where_amp_settings_says_so(gpu, monkeypatch,
     capability 8.0 (Colab's T4), run: `prepare` on the CPU, asking `amp_settings` about a mocked
     GPU. On the T4 it says it does not compile, trains the model as it is and in float16 (which
     `train` pairs with a scaler); from 8.0 on it hands the model to torch.compile, in bfloat16."""
-    capstone = importlib.import_module("transformer_lib.train")
+    capstone = importlib.import_module("transformer_lib.stages")
     gpu(capability)
     real, reason = capstone.amp_settings, capstone.no_compile_reason
     monkeypatch.setattr(capstone, "amp_settings",                  # the run stays on the CPU
@@ -172,7 +172,7 @@ def test_the_capstone_compiles_only_where_amp_settings_says_so(gpu, monkeypatch,
 def test_the_capstone_never_compiles_on_the_cpu(monkeypatch, tmp_path, capsys, changes, why):
     """With no preset (the gpu recipe's defaults), the gpu preset, or compile asked for by name, a
     run on the CPU is not compiled, and its settings line says so and why."""
-    capstone = importlib.import_module("transformer_lib.train")
+    capstone = importlib.import_module("transformer_lib.stages")
     handed = []
     monkeypatch.setattr(torch, "compile", lambda model, **kwargs: handed.append(model) or model)
     values = {k: v for k, v in TINY.items() if k != "preset"}

@@ -122,7 +122,7 @@ def test_reference_translates_as_ours_with_the_books_translator():
     """With the book's translator's weights, nn.Transformer (prefix recomputed at every step) and
     ours (KV cache, reordered between beams) give the same translations, greedy and beam 4, in
     float32: the decoding paths do not differ."""
-    from transformer_lib.train import translate
+    from transformer_lib.stages import translate
     ours, tok, _ = data.load_translator()
     ref = TorchReference.from_ours(ours)
     german = [de for de, _ in data.load_multi30k("val")[:24]]
@@ -135,7 +135,7 @@ def test_reference_translates_as_ours_with_the_books_translator():
 def test_translate_without_the_cache_gives_what_the_cache_gives():
     """translate(use_cache=False) re-reads the prefix at every step instead of caching keys and
     values: in float32 the same translations, greedy and beam 4."""
-    from transformer_lib.train import translate
+    from transformer_lib.stages import translate
     ours, tok, _ = data.load_translator()
     german = [de for de, _ in data.load_multi30k("val")[:24]]
     for beam in (1, 4):
@@ -375,8 +375,8 @@ def test_length_penalty_sweep_reads_a_training_runs_directory(tmp_path):
     from length_penalty_sweep import main as sweep
 
     from transformer_lib.optimization import save_checkpoint
+    from transformer_lib.stages import timed_bleu
     from transformer_lib.text import SubwordTokenizer
-    from transformer_lib.train import timed_bleu
     pairs = data.load_multi30k("val")[:4]
     tok = SubwordTokenizer.train([s for pair in data.load_multi30k("train")[:300] for s in pair],
                                  vocab_size=400)
@@ -464,8 +464,8 @@ def test_snapshot_averages_scores_the_average_of_the_last_k_weights(tmp_path):
     from snapshot_averages import main as averages
 
     from transformer_lib.optimization import save_checkpoint
+    from transformer_lib.stages import timed_bleu
     from transformer_lib.text import SubwordTokenizer
-    from transformer_lib.train import timed_bleu
     pairs = data.load_multi30k("val")[:4]
     tok = SubwordTokenizer.train([s for pair in data.load_multi30k("train")[:300] for s in pair],
                                  vocab_size=400)

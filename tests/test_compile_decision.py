@@ -76,7 +76,8 @@ def test_compile_seconds_counts_what_dynamo_compiles():
 
 @pytest.mark.needs_data
 def test_every_record_says_where_the_start_went(tmp_path):
-    from transformer_lib.train import run, run_report
+    from transformer_lib.records import run_report
+    from transformer_lib.train import run
     tiny = dict(preset="cpu-tiny", train_pairs=300, vocab_size=450, d_model=32, n_heads=2,
                 n_layers=1, d_ff=64, batch_tokens=400, time_budget_s=0.0, epochs=0, max_steps=12,
                 eval_sentences=8, test_sentences=8, beam_size=2, progress=False,

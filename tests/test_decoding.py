@@ -448,7 +448,7 @@ def test_translate_keeps_within_a_short_models_positional_table():
     """`train.translate` caps the new tokens by the model's own max_len (not the recipe's
     MAX_LEN): a model with a 20-position table decodes a 15-token sentence without overrunning
     it, greedy and beam, as `beam_search` does by itself."""
-    from transformer_lib.train import translate
+    from transformer_lib.stages import translate
 
     class Tokens:                                  # what translate reads of a tokenizer
         pad_id, bos_id, eos_id = PAD, BOS, EOS

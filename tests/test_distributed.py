@@ -159,8 +159,8 @@ PAIRS = [(f"der {w} ist {'sehr ' * (k % 4)}{k}", f"the {e} is {'very ' * (k % 4)
 def _translator():
     "A small model (untrained: what it says does not matter, only that it says it the same way)."
     from transformer_lib.recipe import Recipe
+    from transformer_lib.stages import build_model
     from transformer_lib.text import train_joint_tokenizer
-    from transformer_lib.train import build_model
     tok = train_joint_tokenizer(PAIRS, vocab_size=300)
     torch.manual_seed(0)
     recipe = Recipe(d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0)
@@ -168,7 +168,7 @@ def _translator():
 
 
 def _shared_decoding(rank, world):
-    from transformer_lib.train import _translated, timed_bleu, translate
+    from transformer_lib.stages import _translated, timed_bleu, translate
     model, tok = _translator()
     out = {}
     for beam in (1, 2):
@@ -215,7 +215,7 @@ def _fetch(data_dirs, local_ranks, source, rank, world):
     import os
 
     from transformer_lib import data
-    from transformer_lib.train import _fetch_on_each_machine
+    from transformer_lib.stages import _fetch_on_each_machine
     os.environ[data.ENV_VAR] = str(data_dirs[rank])
     data.MANIFEST["test/file.txt"] = data.DataFile("test/file.txt", data.sha256_of(source),
                                                    source.as_uri())
@@ -252,7 +252,7 @@ def test_each_machine_downloads_once_and_its_other_processes_check(tmp_path):
 def _resume_auto(outs, rank, world):
     from transformer_lib.optimization import CheckpointError
     from transformer_lib.recipe import Recipe
-    from transformer_lib.train import read_inputs
+    from transformer_lib.stages import read_inputs
     try:
         read_inputs(Recipe(out_dir=str(outs[rank])), outs[rank], "auto", world_size=world)
     except CheckpointError as e:

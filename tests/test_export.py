@@ -436,7 +436,7 @@ def test_decode_refuses_the_memory_of_another_sentence(onnx_model, translator):
 def test_a_runs_export_is_labelled_with_its_languages():
     from types import SimpleNamespace
 
-    from transformer_lib.train import languages
+    from transformer_lib.records import languages
     assert languages(preset("cpu-30min")) == ("de", "en")
     assert languages(preset("wmt14-base")) == ("en", "de")
     assert languages(SimpleNamespace(dataset="multi30k", src_lang="fr", tgt_lang="en")) == (

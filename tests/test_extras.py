@@ -107,7 +107,7 @@ MODULE_EXTRAS = [
     ("exercises.char_model", "tqdm", "nlp"),
     ("exercises.reading_heads", "tqdm", "nlp"),
     ("exercises.rope", "tqdm", "nlp"),
-    ("inside", "tqdm", "nlp"),      # chapter 19's records: it translates with transformer_lib.train
+    ("inside", "tqdm", "nlp"),      # chapter 19: it translates with transformer_lib.stages
 ]
 TEXT_STATEMENTS = [
     ("tokenizers", "SubwordTokenizer.train(['ein hund', 'a dog'], vocab_size=300)"),
@@ -215,7 +215,7 @@ def test_lazy_names_are_listed_by_dir():
 
 def test_reader_facing_helpers_are_at_the_top_level():
     from transformer_lib.data import load_multi30k
-    from transformer_lib.train import translate
+    from transformer_lib.stages import translate
 
     assert transformer_lib.translate is translate and transformer_lib.load_multi30k is load_multi30k
     # (torch itself may import tqdm: what counts is that transformer_lib adds none of them)

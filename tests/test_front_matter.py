@@ -83,7 +83,8 @@ def test_listed_reads_ranges_and_lists():
 # --- book/appendix.md -----------------------------------------------------------------------------
 
 APPENDIX = (ROOT / "book" / "appendix.md").read_text()
-NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+           "nine": 9}
 
 
 def test_the_appendix_overview_names_every_appendix():

@@ -59,7 +59,7 @@ def test_the_budget_schedule_reads_the_clock_without_waiting_for_the_gpu(monkeyp
     for the queue (`TrainingClock.peek`), while the clock's log readings do."""
     from transformer_lib import engineering
     from transformer_lib.recipe import preset
-    from transformer_lib.train import RunResult, budget_progress
+    from transformer_lib.stages import RunResult, budget_progress
 
     waited, now = [], [0.0]
     monkeypatch.setattr(engineering, "synchronize", lambda device: waited.append(device.type))

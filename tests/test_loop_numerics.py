@@ -13,7 +13,7 @@ import torch
 
 from transformer_lib.optimization import paper_adam
 from transformer_lib.recipe import preset, recipe_from_dict
-from transformer_lib.train import fit, make_optimizer, prepare
+from transformer_lib.stages import fit, make_optimizer, prepare
 
 REL = 1e-6
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "loop_numerics.json").read_text())

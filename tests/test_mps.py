@@ -7,7 +7,8 @@ compute capability; every run stays on the CPU."""
 import pytest
 import torch
 
-import transformer_lib.train as capstone
+import transformer_lib.stages as capstone
+import transformer_lib.train as train
 from transformer_lib import engineering
 from transformer_lib.engineering import (
     TrainingClock,
@@ -88,7 +89,7 @@ def test_the_live_cell_keeps_a_mac_on_its_cpu(monkeypatch):
     """The chapter's live cell trains cpu-tiny on a Mac's CPU, as on any machine without CUDA; the
     GPU presets run on a Mac's GPU from the command line."""
     machine(monkeypatch, False, True)
-    assert capstone.live_preset() == "cpu-tiny" and capstone.live_preset(full=True) == "cpu-30min"
+    assert train.live_preset() == "cpu-tiny" and train.live_preset(full=True) == "cpu-30min"
     assert preset("cpu-tiny").device == "cpu"
     assert pick_device(preset("gpu-30s").device) == MPS
 

@@ -101,8 +101,8 @@ def test_every_notebook_is_in_the_book():
 
 # Modules that may import more than torch. Every other module is a model module: torch and the
 # standard library only, and no import of the modules listed here.
-NON_MODEL = {"plotting", "data", "text", "bleu", "train", "training", "trainer", "exercises", "toy",
-             "engineering", "recipe",
+NON_MODEL = {"plotting", "data", "text", "bleu", "train", "stages", "records", "training",
+             "trainer", "exercises", "toy", "engineering", "recipe",
              "checkpoint", "benchmark", "interop", "equal_time", "inside", "export", "wmt14"}
 HEAVY = {"matplotlib", "tokenizers", "sacrebleu", "tqdm", "numpy", "pandas", "yaml"}
 

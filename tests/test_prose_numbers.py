@@ -33,7 +33,7 @@ from transformer_lib.exercises import toy_model
 from transformer_lib.model import TransformerConfig, parameter_count
 from transformer_lib.optimization import warmup_lr
 from transformer_lib.recipe import RUN_ONLY, Recipe, as_recorded, preset
-from transformer_lib.train import model_config
+from transformer_lib.stages import model_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import transformer_lib.train as capstone
+import transformer_lib.stages as capstone
 from transformer_lib.benchmarking import device_name
 from transformer_lib.engineering import amp_settings, pick_device
 from transformer_lib.recipe import preset, recipe_from_dict
-from transformer_lib.train import RunResult, live_preset, run_report
+from transformer_lib.records import run_report
+from transformer_lib.stages import RunResult
+from transformer_lib.train import live_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = torch.device("cuda")

@@ -15,7 +15,7 @@ from transformer_lib.equal_time import RNN_SIZES, rnn_config
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.recipe import preset
 from transformer_lib.recurrent import RecurrentTranslator
-from transformer_lib.train import build_model
+from transformer_lib.stages import build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 import rnn_vs_transformer  # noqa: E402

@@ -172,13 +172,13 @@ def test_resume_equals_uninterrupted_and_results_record(tmp_path):
 def test_run_checks_ids_once_not_every_step(tmp_path, monkeypatch):
     """run() checks the encoded data once, so model and loss skip their per-call range check (a GPU
     sync)."""
-    import transformer_lib.train as train_module
+    import transformer_lib.stages as stages
     monkeypatch.setattr(torch, "aminmax",
                         lambda *a, **k: pytest.fail("per-call range check ran during run()"))
     result = run(tiny_recipe(tmp_path / "nocheck", max_steps=2))
     assert result.model.check_inputs is True              # restored for whoever uses the model next
     with pytest.raises(ValueError, match=r"pair 0 holds token id 7, outside a vocabulary of 5"):
-        train_module.check_token_ids([([1, 2], [3, 7])], 5)
+        stages.check_token_ids([([1, 2], [3, 7])], 5)
 
 
 @pytest.mark.needs_data
@@ -199,15 +199,15 @@ def test_the_record_names_the_precision_the_run_used(tmp_path, monkeypatch):
 @pytest.mark.needs_data
 def test_results_record_the_commit_the_run_started_from(tmp_path, monkeypatch):
     """A commit made while a long run trains must not be recorded as the code that ran."""
-    import transformer_lib.train as train_module
-    started, real_train = [], train_module.train
+    import transformer_lib.stages as stages
+    started, real_train = [], stages.train
 
     def spy_train(*args, **kwargs):
         started.append(True)
         return real_train(*args, **kwargs)
 
-    monkeypatch.setattr(train_module, "train", spy_train)
-    monkeypatch.setattr(train_module, "git_commit", lambda: "after-training-began" if started
+    monkeypatch.setattr(stages, "train", spy_train)
+    monkeypatch.setattr(stages, "git_commit", lambda: "after-training-began" if started
                         else "at-start")
     result = run(tiny_recipe(tmp_path / "commit", max_steps=2))
     assert started and result.results["git_commit"] == "at-start"
@@ -548,7 +548,7 @@ def test_presets_are_valid_and_gpu_is_the_default():
 def _long_run_check(monkeypatch, capsys, seconds_per_update, limit, **changes):
     """Feeds `warn_if_long_run` updates 1 ... limit with a fake clock; returns what it printed
     (stderr) and how many updates the wrapped callback saw."""
-    from transformer_lib.train import warn_if_long_run
+    from transformer_lib.stages import warn_if_long_run
     now, seen = [0.0], []
     recipe = dataclasses.replace(preset("cpu-tiny"), **{"time_budget_s": 0.0, **changes})
     callback = warn_if_long_run(seen.append, limit, start=0, clock=lambda: now[0],
@@ -576,10 +576,10 @@ def test_the_long_run_warning_from_the_command_line(tmp_path, capsys, monkeypatc
     """A real run with a fake clock (an hour per reading): one warning line; training goes on."""
     import itertools
 
-    import transformer_lib.train as train_module
+    import transformer_lib.stages as stages
     from transformer_lib.engineering import TrainingClock
     hours = itertools.count(step=3600.0)
-    monkeypatch.setattr(train_module, "TrainingClock",
+    monkeypatch.setattr(stages, "TrainingClock",
                         lambda device, start_s=0.0: TrainingClock(device, start_s,
                                                                   timer=lambda: next(hours)))
     assert main(tiny_flags(tmp_path / "run", max_steps=28, checkpoint_every=1000)) == 0
@@ -661,7 +661,7 @@ def test_schedule_and_positional_fields_are_checked(values, message):
 
 
 def test_build_model_takes_the_recipes_positions():
-    from transformer_lib.train import build_model
+    from transformer_lib.stages import build_model
     learned = build_model(recipe_from_dict({"positional": "learned", "d_model": 16, "n_heads": 2,
                                             "d_ff": 32, "n_layers": 1}), vocab_size=50)
     assert learned.config.positional == "learned"
@@ -873,7 +873,7 @@ def _one_error_line(capsys):
 
 @pytest.mark.needs_data
 def test_user_caused_failures_are_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
-    import transformer_lib.train as train_module
+    import transformer_lib.stages as stages
     afile = tmp_path / "afile"
     afile.write_text("")
     done = tmp_path / "done"
@@ -910,7 +910,7 @@ def test_user_caused_failures_are_one_line_and_exit_2(tmp_path, capsys, monkeypa
         assert not (tmp_path / name).exists(), name
     assert sorted(p.name for p in no_ckpt.iterdir()) == ["tokenizer.json"]
     # a file-system failure in the middle of a run: one line too
-    monkeypatch.setattr(train_module, "save_checkpoint", lambda *a, **k: (_ for _ in ()).throw(
+    monkeypatch.setattr(stages, "save_checkpoint", lambda *a, **k: (_ for _ in ()).throw(
         OSError(28, "No space left on device")))
     assert main(tiny_flags(tmp_path / "full")) == 2
     assert "[Errno 28] No space left on device" in _one_error_line(capsys)
@@ -936,14 +936,14 @@ def test_the_command_line_process_prints_no_traceback(tmp_path):
 def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found_it(tmp_path,
                                                                                     monkeypatch,
                                                                                     capsys):
-    import transformer_lib.train as train_module
-    real = train_module.make_schedule
+    import transformer_lib.stages as stages
+    real = stages.make_schedule
 
     def failing(recipe, *args):
         assert (Path(recipe.out_dir) / "tokenizer.json").is_file()   # the tokenizer was written
         raise RecipeError("a late check failed")
 
-    monkeypatch.setattr(train_module, "make_schedule", failing)
+    monkeypatch.setattr(stages, "make_schedule", failing)
     fresh, existing = tmp_path / "runs" / "fresh", tmp_path / "existing"
     existing.mkdir()
     (existing / "notes.txt").write_text("mine")
@@ -952,14 +952,14 @@ def test_a_start_that_fails_after_its_first_write_leaves_the_out_dir_as_it_found
         assert "a late check failed" in _one_error_line(capsys)
     assert not (tmp_path / "runs").exists()
     assert [p.name for p in existing.iterdir()] == ["notes.txt"]
-    monkeypatch.setattr(train_module, "make_schedule", real)
+    monkeypatch.setattr(stages, "make_schedule", real)
     assert main(tiny_flags(fresh, max_steps=2)) == 0   # the corrected rerun works in the same place
     assert (fresh / "results.json").is_file()
 
 
 def _poison_after(monkeypatch, at_step):
-    import transformer_lib.train as train_module
-    real = train_module.after_step
+    import transformer_lib.stages as stages
+    real = stages.after_step
 
     def poisoned(s, limit_steps, step):
         real(s, limit_steps, step)
@@ -967,7 +967,7 @@ def _poison_after(monkeypatch, at_step):
             with torch.no_grad():
                 next(s.model.parameters()).fill_(float("nan"))
 
-    monkeypatch.setattr(train_module, "after_step", poisoned)
+    monkeypatch.setattr(stages, "after_step", poisoned)
 
 
 @pytest.mark.needs_data
@@ -1042,7 +1042,7 @@ def test_a_run_keeps_its_translator_and_the_commands_that_go_on_from_it(tmp_path
 
 
 def test_report_files_says_what_cpu_tiny_is_for(tmp_path, capsys):
-    from transformer_lib.train import report_files
+    from transformer_lib.records import report_files
     (tmp_path / "model.pt").write_text("")
     report_files(dataclasses.replace(preset("cpu-tiny"), out_dir=str(tmp_path)))
     out = capsys.readouterr().out
@@ -1053,20 +1053,20 @@ def test_report_files_says_what_cpu_tiny_is_for(tmp_path, capsys):
 def test_the_runs_helpers_take_what_they_use(tmp_path):
     """Issue 24: the schedule, the divergence check, where a run stops and its record work without
     a run (no `RunResult`): each takes the recipe, the model, the step, ... it uses."""
-    import transformer_lib.train as train_module
-    from transformer_lib.train import (
+    import transformer_lib.stages as stages
+    from transformer_lib.records import report_files, results_record
+    from transformer_lib.stages import (
         budget_progress,
         check_weights,
         diverged,
         make_optimizer,
         make_schedule,
-        results_record,
         step_limit,
         stop_step,
     )
     for f in (budget_progress, make_optimizer, make_schedule, results_record, diverged,
-              check_weights, step_limit, stop_step, train_module.warn_if_long_run,
-              train_module.report_files):
+              check_weights, step_limit, stop_step, stages.warn_if_long_run,
+              report_files):
         assert "s" not in inspect.signature(f).parameters, f.__name__
     budget = dataclasses.replace(preset("cpu-30min"), max_steps=100, time_budget_s=60.0)
     model = torch.nn.Linear(2, 2)
@@ -1183,7 +1183,7 @@ def test_the_model_fields_are_the_ones_both_dataclasses_share():
     """model_config passes exactly MODEL_FIELDS from the recipe: a field renamed on one side
     fails there instead of being dropped, and a new shared field must be listed."""
     from transformer_lib.model import TransformerConfig
-    from transformer_lib.train import MODEL_FIELDS, model_config
+    from transformer_lib.stages import MODEL_FIELDS, model_config
     shared = {f.name for f in dataclasses.fields(Recipe)} & {
         f.name for f in dataclasses.fields(TransformerConfig)}
     assert set(MODEL_FIELDS) == shared

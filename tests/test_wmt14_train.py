@@ -17,7 +17,8 @@ from wmt14_fixture import TESTS, site_dir, write_archives, write_fixture
 
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.recipe import Recipe, RecipeError, preset, validate_recipe
-from transformer_lib.train import batch_tokens, build_model, main, run
+from transformer_lib.stages import batch_tokens, build_model
+from transformer_lib.train import main, run
 from transformer_lib.training import BatchLoader
 
 pytest.importorskip("transformer_lib.wmt14")

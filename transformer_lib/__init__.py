@@ -70,7 +70,7 @@ _LAZY = {
     "SubwordTokenizer": "text",
     "train_joint_tokenizer": "text",
     "corpus_bleu": "text",
-    "translate": "train",
+    "translate": "stages",
     "load_multi30k": "data",
     "load_tiny_shakespeare": "data",
     "load_tatoeba_fra_eng": "data",
@@ -79,7 +79,8 @@ _LAZY = {
 }
 # What a lazily loaded module imports beyond torch, from which extra: importing the module without
 # it raises an ImportError that says `pip install "transformer-lib[EXTRA]"`.
-_NEEDS = {"plotting": ("matplotlib", "plot"), "training": ("tqdm", "nlp"), "train": ("tqdm", "nlp")}
+_NEEDS = {"plotting": ("matplotlib", "plot"), "training": ("tqdm", "nlp"), "train": ("tqdm", "nlp"),
+          "stages": ("tqdm", "nlp"), "records": ("tqdm", "nlp")}
 
 
 # Submodules loaded on first use under their own name: `transformer_lib.train` is the module.

@@ -13,7 +13,7 @@ from functools import partial
 
 import torch
 
-from transformer_lib.train import (
+from transformer_lib.stages import (
     MAX_LEN,
     RunResult,
     budget_progress,

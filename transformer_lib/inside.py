@@ -16,9 +16,9 @@ from torch import nn
 
 from . import training
 from .model import Transformer, TransformerConfig
+from .stages import translate
 from .text import BleuResult, SubwordTokenizer, corpus_bleu
 from .toy import BOS, EOS, FIRST_SYMBOL, PAD, toy_split, toy_vocab_size
-from .train import translate
 from .training import collate
 
 # %% auto #0

@@ -27,7 +27,7 @@ import torch
 from transformer_lib.data import load_multi30k
 from transformer_lib.engineering import git_commit, provenance, write_json
 from transformer_lib.optimization import read_checkpoint
-from transformer_lib.train import load_run
+from transformer_lib.records import load_run
 
 
 def pick_sentence(pairs: list[tuple[str, str]], tok) -> int:

@@ -31,8 +31,9 @@ import torch
 from transformer_lib.benchmarking import TorchReference
 from transformer_lib.data import load_multi30k, load_translator
 from transformer_lib.engineering import git_commit, provenance, write_json
+from transformer_lib.records import load_run
+from transformer_lib.stages import translate
 from transformer_lib.text import corpus_bleu
-from transformer_lib.train import load_run, translate
 
 
 def main(argv=None) -> dict:

@@ -50,7 +50,7 @@ from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import Recipe
 from transformer_lib.recipe import parse_args as recipe_args
-from transformer_lib.train import (
+from transformer_lib.stages import (
     budget_progress,
     fit,
     make_optimizer,

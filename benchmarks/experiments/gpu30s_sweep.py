@@ -103,7 +103,8 @@ BEAM_TABLE_RESERVE_S = 60.0
 def worker(flags: list[str]) -> int:
     """Train the recipe of `flags` (its --out-dir holds the run), choose its weights on validation,
     write OUT_DIR/model.pt, history.json and row.json. The test split is never translated."""
-    from transformer_lib.train import choose_weights, fit, prepare, startup_record
+    from transformer_lib.records import startup_record
+    from transformer_lib.stages import choose_weights, fit, prepare
     recipe, _ = recipe_args(flags)
     out = Path(recipe.out_dir)
     try:
@@ -163,7 +164,7 @@ def pick_winner(rows: list[dict]) -> dict | None:
 
 def trained_run(run_dir: Path) -> tuple[Transformer, SubwordTokenizer]:
     "`train.load_run`, without the per-call id checks (our own tokenizer's ids, as the CLI's)."
-    from transformer_lib.train import load_run
+    from transformer_lib.records import load_run
     model, tok, _ = load_run(run_dir)
     model.check_inputs = False
     return model, tok
@@ -177,7 +178,8 @@ def _setting(recipe):
 def score_test(flags: list[str], run_dir: Path, row: dict) -> dict:
     """The winner's test_2016_flickr BLEU (greedy and beam, the recipe's beam size and length
     penalty) and its record in the CLI's shape (`results_record`)."""
-    from transformer_lib.train import results_record, timed_bleu
+    from transformer_lib.records import results_record
+    from transformer_lib.stages import timed_bleu
     recipe, _ = recipe_args(flags)
     device, amp_dtype = _setting(recipe)
     model, tok = trained_run(run_dir)
@@ -197,7 +199,7 @@ def score_test(flags: list[str], run_dir: Path, row: dict) -> dict:
 def beam_table(flags: list[str], run_dir: Path, beams: list[int], alphas: list[float]) -> list:
     """Validation BLEU, length ratio and brevity penalty of greedy decoding and of every (beam,
     alpha), in the run's precision and in float32."""
-    from transformer_lib.train import timed_bleu
+    from transformer_lib.stages import timed_bleu
     recipe, _ = recipe_args(flags)
     device, amp_dtype = _setting(recipe)
     model, tok = trained_run(run_dir)

@@ -57,7 +57,7 @@ def toy16() -> dict:
 def translations18() -> dict:
     """Chapter 18's live cell: the first 100 test sentences, greedy and beam, against the record."""
     from transformer_lib.data import load_multi30k, load_translator, records_dir
-    from transformer_lib.train import translate
+    from transformer_lib.stages import translate
     model, tok, _ = load_translator()
     sample = json.loads((records_dir() / "multi30k-cpu-30min.samples.json").read_text())
     sources = [de for de, _ in load_multi30k("test_2016_flickr")[:100]]

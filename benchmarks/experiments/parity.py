@@ -69,17 +69,17 @@ from transformer_lib.interop import from_torch
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import parse_args as recipe_args
-from transformer_lib.text import SACREBLEU_SETTINGS
-from transformer_lib.train import (
+from transformer_lib.records import startup_record
+from transformer_lib.stages import (
     budget_progress,
     fit,
     make_optimizer,
     make_schedule,
     prepare,
     prepare_model,
-    startup_record,
     timed_bleu,
 )
+from transformer_lib.text import SACREBLEU_SETTINGS
 from transformer_lib.training import evaluate_loss
 
 

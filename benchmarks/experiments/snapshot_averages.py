@@ -21,7 +21,8 @@ import torch
 from transformer_lib.data import load_multi30k
 from transformer_lib.engineering import git_commit, provenance, write_json
 from transformer_lib.optimization import average_checkpoints
-from transformer_lib.train import load_run, timed_bleu
+from transformer_lib.records import load_run
+from transformer_lib.stages import timed_bleu
 
 
 def weights_in_order(run_dir: Path) -> list[Path]:

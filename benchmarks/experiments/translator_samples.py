@@ -28,8 +28,8 @@ from transformer_lib.data import (
     sha256_of,
 )
 from transformer_lib.engineering import git_commit, provenance, write_json
+from transformer_lib.stages import translate
 from transformer_lib.text import corpus_bleu
-from transformer_lib.train import translate
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ import tempfile
 from transformer_lib.engineering import provenance, write_json
 from transformer_lib.equal_time import install, update_flops
 from transformer_lib.recipe import parse_args as recipe_args
-from transformer_lib.train import prepare
+from transformer_lib.stages import prepare
 
 
 def main(argv=None) -> dict:

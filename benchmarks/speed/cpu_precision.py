@@ -26,8 +26,8 @@ from transformer_lib.data import load_multi30k
 from transformer_lib.engineering import cpu_has_native_bf16, git_commit, provenance, write_json
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import preset
+from transformer_lib.stages import build_model, make_optimizer
 from transformer_lib.text import check_token_ids, encode_pairs, train_joint_tokenizer
-from transformer_lib.train import build_model, make_optimizer
 from transformer_lib.training import BatchLoader, train_step
 
 

@@ -45,7 +45,7 @@ from transformer_lib.engineering import git_commit, prefetch, provenance, write_
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import Recipe
-from transformer_lib.train import make_optimizer, make_schedule
+from transformer_lib.stages import make_optimizer, make_schedule
 from transformer_lib.training import BatchLoader, train
 
 SHAPE = dict(d_model=16, n_heads=2, n_layers=3, d_ff=64, dropout=0.1, attn_dropout=0.0,

@@ -58,8 +58,8 @@ from transformer_lib.engineering import amp_settings, autocast, git_commit, prov
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss, paper_adam
 from transformer_lib.recipe import Recipe, preset
+from transformer_lib.stages import build_model
 from transformer_lib.text import check_token_ids, encode_pairs, train_joint_tokenizer
-from transformer_lib.train import build_model
 from transformer_lib.training import BatchLoader
 
 # Dense bf16 peak (no sparsity) by device name. Add a device with --peak-tflops.

@@ -32,7 +32,7 @@ from transformer_lib.engineering import amp_settings, git_commit, provenance, wr
 from transformer_lib.multi_head_attention import count_parameters
 from transformer_lib.optimization import LabelSmoothingLoss
 from transformer_lib.recipe import preset
-from transformer_lib.train import build_model, make_optimizer, make_schedule
+from transformer_lib.stages import build_model, make_optimizer, make_schedule
 from transformer_lib.training import Batch, train_step
 
 

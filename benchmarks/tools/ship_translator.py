@@ -26,7 +26,8 @@ from transformer_lib.data import (
     save_translator,
     sha256_of,
 )
-from transformer_lib.train import load_run, timed_bleu
+from transformer_lib.records import load_run
+from transformer_lib.stages import timed_bleu
 
 REPO = Path(__file__).resolve().parents[2]
 
