@@ -22,14 +22,14 @@ from .stages import TEST_SPLITS, RunResult, compile_choice, precision_words
 from .text import SubwordTokenizer
 
 # %% auto #0
-__all__ = ['TASKS', 'LANGUAGES', 'task_name', 'languages', 'write_records', 'results_record', 'startup_record', 'report_files',
-           'load_run', 'bleu_line', 'run_report']
+__all__ = ['TASKS', 'languages', 'write_records', 'results_record', 'startup_record', 'report_files', 'load_run', 'bleu_line',
+           'run_report']
 
 # %% ../notebooks/A7_how_the_numbers_were_made.ipynb #a6aade6f
 TASKS = {"multi30k": "Multi30k task 1, German→English", "wmt14": "WMT 2014, English→German"}
 
 
-def task_name(recipe: Recipe) -> str:
+def _task_name(recipe: Recipe) -> str:
     "What a run's record calls its task: `TASKS`' words, or the language pair and its files."
     if recipe.dataset != "files":
         return TASKS[recipe.dataset]
@@ -37,13 +37,13 @@ def task_name(recipe: Recipe) -> str:
     return f"{recipe.src_lang}→{recipe.tgt_lang}, from {files}"
 
 
-LANGUAGES = {"multi30k": ("de", "en"), "wmt14": ("en", "de")}           # (source, target)
+_LANGUAGES = {"multi30k": ("de", "en"), "wmt14": ("en", "de")}           # (source, target)
 
 
 def languages(recipe: Recipe) -> tuple[str, str]:
     """The (source, target) ISO 639 codes a run translates: the recipe's own fields where it has
-    them (`src_lang`, `tgt_lang`), else its dataset's (`LANGUAGES`: Multi30k de→en, WMT en→de)."""
-    src, tgt = LANGUAGES.get(recipe.dataset, LANGUAGES["multi30k"])
+    them (`src_lang`, `tgt_lang`), else its dataset's (`_LANGUAGES`: Multi30k de→en, WMT en→de)."""
+    src, tgt = _LANGUAGES.get(recipe.dataset, _LANGUAGES["multi30k"])
     return getattr(recipe, "src_lang", None) or src, getattr(recipe, "tgt_lang", None) or tgt
 
 
@@ -110,7 +110,7 @@ def results_record(recipe: Recipe, provenance: dict, *, parameters: int, trainin
                     bleu_beam_tokenized=test_beam["bleu_tokenized"],
                     tokenized_signature=test_beam["tokenized_signature"])
     return {
-        "task": task_name(r), "measured": True, **provenance,
+        "task": _task_name(r), "measured": True, **provenance,
         "recipe": asdict(r), "parameters": parameters,
         "training_seconds": round(training_seconds, 2),
         "steps": steps, "epochs": round(epochs, 2), "weights": weights,

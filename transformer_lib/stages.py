@@ -98,12 +98,11 @@ from .model import Transformer, TransformerConfig
 from .multi_head_attention import count_parameters
 
 # %% auto #0
-__all__ = ['MAX_LEN', 'MODEL_FIELDS', 'TEST_SPLITS', 'FIRST_UPDATES', 'LONG_RUN_S', 'ESTIMATE_UPDATES', 'model_config',
-           'build_model', 'translate', 'validation_loss', 'timed_bleu', 'RunResult', 'prepare', 'read_inputs',
-           'read_files', 'store_path', 'read_wmt14', 'batch_tokens', 'prepare_model', 'compile_choice',
-           'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit', 'after_step', 'snapshot',
-           'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights', 'diverged',
-           'named_remedies', 'finalize', 'choose_weights']
+__all__ = ['MAX_LEN', 'MODEL_FIELDS', 'TEST_SPLITS', 'FIRST_UPDATES', 'model_config', 'build_model', 'translate',
+           'validation_loss', 'timed_bleu', 'RunResult', 'prepare', 'read_inputs', 'batch_tokens', 'prepare_model',
+           'compile_choice', 'precision_words', 'make_optimizer', 'make_schedule', 'budget_progress', 'fit',
+           'after_step', 'snapshot', 'save', 'evaluate', 'step_limit', 'stop_step', 'warn_if_long_run', 'check_weights',
+           'diverged', 'finalize', 'choose_weights']
 
 # %% ../notebooks/18_capstone.ipynb #f3be7d08
 MAX_LEN = 256  # positions of the positional table; Multi30k's longest sentence has 55 BPE tokens
@@ -361,10 +360,10 @@ def read_inputs(recipe: Recipe, out: Path, resume: bool | str, *, local_rank: in
                                   f"updates ({steps}, in the order of the processes): copy "
                                   "process 0's checkpoint.pt to every machine's OUT_DIR")
     if recipe.dataset == "wmt14":
-        return ckpt, read_wmt14(recipe, local_rank=local_rank, world_size=world_size)
+        return ckpt, _read_wmt14(recipe, local_rank=local_rank, world_size=world_size)
     if recipe.dataset == "files":        # the reader's own files, on every machine
         with fail_together(world_size):
-            text = read_files(recipe)
+            text = _read_files(recipe)
         return ckpt, text
     _fetch_on_each_machine(MULTI30K_FILES, local_rank, world_size)
     with fail_together(world_size):
@@ -411,7 +410,7 @@ def _fetch_on_each_machine(names: Sequence[str], local_rank: int = 0, world_size
 TEST_SPLITS = {"multi30k": "test_2016_flickr", "wmt14": "newstest2014", "files": "test"}
 
 
-def read_files(recipe: Recipe) -> dict:
+def _read_files(recipe: Recipe) -> dict:
     """The splits of a "files" run, the reader's own parallel text (appendix A2's
     `load_parallel_text`; `DataError` names the file and the line of bad input), and under
     "about" what was read, left out and held out, for the run's record."""
@@ -424,19 +423,19 @@ def read_files(recipe: Recipe) -> dict:
     return {**text, "about": about}
 
 
-def store_path(recipe: Recipe) -> Path:
+def _store_path(recipe: Recipe) -> Path:
     "Where a `wmt14` run's token store (chapter 21) is built or found: store_dir, or OUT_DIR/store."
     return Path(recipe.store_dir) if recipe.store_dir else Path(recipe.out_dir) / "store"
 
 
-def read_wmt14(recipe: Recipe, *, local_rank: int = 0, world_size: int = 1) -> dict:
+def _read_wmt14(recipe: Recipe, *, local_rank: int = 0, world_size: int = 1) -> dict:
     """WMT 2014's development (newstest2013) and test (newstest2014) pairs, each (English, German),
     and, unless the run's token store is built, the check that the three training archives are
     there (`DataError` names each one missing), each archive fetched once a machine
     (`_fetch_on_each_machine`). Needs the [wmt] extra."""
     from transformer_lib import wmt14
     archives = [part.archive for part in wmt14.TEST_PARTS.values()]
-    if not (store_path(recipe) / "meta.json").is_file():
+    if not (_store_path(recipe) / "meta.json").is_file():
         archives = [part.archive for part in wmt14.TRAIN_PARTS.values()] + archives
     _fetch_on_each_machine(archives, local_rank, world_size)
     with fail_together(world_size):
@@ -531,11 +530,11 @@ def _copy_to_each_machine(s: RunResult, path: Path) -> None:
 
 def _prepare_wmt14(s: RunResult, text: dict, new_run: bool) -> list:
     """`_prepare_data` for WMT 2014 (chapter 21): the shared vocabulary (process 0's, learned
-    unless `store_path` holds a store) and the token store, built where a machine has none (by
+    unless `_store_path` holds a store) and the token store, built where a machine has none (by
     process 0, and by the local rank 0 of a machine whose store folder is not process 0's), and
     batches drawn from the store."""
     from transformer_lib import wmt14
-    r, store_dir = s.recipe, store_path(s.recipe)
+    r, store_dir = s.recipe, _store_path(s.recipe)
     shared = same_folder_as_process_0(store_dir, s.rank, s.world_size)   # (every process asks)
     builds = s.is_main or (s.local_rank == 0 and not shared)
     with fail_together(s.world_size):                  # the others wait for process 0's vocabulary
@@ -662,7 +661,7 @@ def fit(s: RunResult) -> RunResult:
         callback = warn_if_long_run(callback, limit_steps, start=s.step, clock=s.clock,
                                     time_budget_s=r.time_budget_s)
     compiled_before, s.first_step = compile_seconds(), s.step + 1
-    with named_remedies(s):              # the loss or the weights became NaN: say what to change
+    with _named_remedies(s):              # the loss or the weights became NaN: say what to change
         train(s.trained, s.loader, s.loss_fn, s.optimizer, s.scheduler, start_step=s.step,
               max_steps=None if math.isinf(limit_steps) else int(limit_steps),
               time_budget_s=r.time_budget_s or None, clip_grad_norm=r.clip_grad_norm or None,
@@ -779,8 +778,8 @@ def stop_step(recipe: Recipe, step: int, steps_per_epoch: int, train_seconds: fl
     return step
 
 
-LONG_RUN_S = 3 * 3600.0      # a run without a time budget estimated to train longer than this warns
-ESTIMATE_UPDATES = (5, 25)   # its speed: the seconds between these updates of the run
+_LONG_RUN_S = 3 * 3600.0     # a run without a time budget estimated to train longer than this warns
+_ESTIMATE_UPDATES = (5, 25)  # its speed: the seconds between these updates of the run
 
 
 def warn_if_long_run(callback: Callable[[int], None], limit_steps: float, *, start: int,
@@ -788,11 +787,11 @@ def warn_if_long_run(callback: Callable[[int], None], limit_steps: float, *, sta
                      time_budget_s: float = 0.0) -> Callable[[int], None]:
     """`train`'s callback: `callback(step)`, then, in a run without a time budget (`time_budget_s`
     0) and with a finite `limit_steps`, the run's own estimate, on `clock`, of its training time
-    from update `start` to `limit_steps`; past `LONG_RUN_S`, one warning line on standard error
+    from update `start` to `limit_steps`; past `_LONG_RUN_S`, one warning line on standard error
     that names the bounded recipes. (`fit` asks for it on process 0 only.)"""
     if time_budget_s or math.isinf(limit_steps):    # bounded by its time budget, or by nothing
         return callback
-    first, last = ESTIMATE_UPDATES
+    first, last = _ESTIMATE_UPDATES
     marks = {}
 
     def after(step: int) -> None:
@@ -802,7 +801,7 @@ def warn_if_long_run(callback: Callable[[int], None], limit_steps: float, *, sta
         if step - start == last:
             per_update = (marks[last] - marks[first]) / (last - first)
             left = per_update * (limit_steps - step)
-            if left > LONG_RUN_S:
+            if left > _LONG_RUN_S:
                 print(f"warning: at {per_update:.3g} s per update this run needs about "
                       f"{left / 3600:.1f} h more to reach its limit of {int(limit_steps):,} "
                       "updates; --preset cpu-30min trains a translator in thirty minutes on a "
@@ -832,7 +831,7 @@ def diverged(recipe: Recipe, saved_step: int | None, what: str) -> FloatingPoint
 
 
 @contextlib.contextmanager
-def named_remedies(s: RunResult) -> Iterator[None]:
+def _named_remedies(s: RunResult) -> Iterator[None]:
     """A FloatingPointError in the body (`train`'s loss that became NaN, `check_weights`'s NaN
     weights) becomes `diverged`'s error for the run `s`."""
     try:
@@ -847,7 +846,7 @@ def finalize(s: RunResult) -> RunResult:
     r, results = s.recipe, s.results
     if s.world_size > 1:                       # the DDP guarantee, checked: same weights everywhere
         results["max_weight_diff_across_processes"] = max_weight_diff(s.model, s.world_size)
-    with named_remedies(s):
+    with _named_remedies(s):
         save(s, epoch_done=s.step % s.steps_per_epoch == 0)
     chosen = choose_weights(s)
     s.weights, s.test = chosen, [_bleu(s, s.test_pairs, k) for k in (1, r.beam_size)]
