@@ -47,6 +47,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -662,8 +663,14 @@ def loaded_bytes(handler, site: Path) -> dict:
         entry["wire"] += r["bytes"]
         entry["file"] += path.stat().st_size if path.is_file() else 0
         entry["gzip"] = entry["gzip"] or r["encoding"] == "gzip"
-    return {"bytes_on_the_wire": sum(f["wire"] for f in files.values()),
+    wire = sum(f["wire"] for f in files.values())
+    weights = [f for name, f in files.items() if name.endswith("/weights.bin")]
+    return {"bytes_on_the_wire": wire,
             "bytes_of_the_files": sum(f["file"] for f in files.values()),
+            # a host that compresses by content type may send the weights (octet-stream) as
+            # they are: the same load with weights.bin's file size in place of its gzip
+            "bytes_on_the_wire_with_weights_bin_uncompressed":
+                wire + sum(f["file"] - f["wire"] for f in weights),
             "by_file": dict(sorted(files.items(), key=lambda kv: -kv[1]["wire"]))}
 
 
@@ -743,7 +750,7 @@ def compare(outputs: dict, checks: Checks) -> None:
 
 def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
         bench: Path | None = None, names: tuple[str, ...] = BROWSERS,
-        shots: Path | None = None) -> Checks:
+        shots: Path | None = None, describe: str | None = None) -> Checks:
     checks = Checks()
     present = []
     for name in names:
@@ -764,18 +771,24 @@ def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
     outputs = {}
     try:
         for name in present:
+            load = os.getloadavg()                   # the machine may be shared: say how busy
             outputs[name] = check_browser(name, site, rel, base, handler, refs, n_beam, checks,
                                           own, record[name] if bench else None, shots)
+            if bench:
+                record[name]["load_average"] = {"before": [round(x, 2) for x in load],
+                                                "after": [round(x, 2) for x in os.getloadavg()]}
     finally:
         server.shutdown()
     if len(outputs) > 1:
         compare(outputs, checks)
     if bench:
-        write_benchmark(bench, record, site, rel)
+        write_benchmark(bench, record, describe or (
+            "book/check_translator.py's harness page" if rel == "index.html"
+            else "the built book (make book)"), rel, checks)
     return checks
 
 
-def write_benchmark(path: Path, by_browser: dict, site: Path, rel: str) -> None:
+def write_benchmark(path: Path, by_browser: dict, site: str, rel: str, checks: Checks) -> None:
     import torch
 
     from transformer_lib.benchmarking import cpu_model
@@ -788,12 +801,16 @@ def write_benchmark(path: Path, by_browser: dict, site: Path, rel: str) -> None:
                 "the maps pass on the prefix graph, drawing, the next frame) against PyTorch's "
                 "greedy search (translate_one, key/value cache); the page's search with its prefix "
                 "graph instead; the page's memory before and after opening translators in a row",
-        "page": rel, "site": "book/check_translator.py's harness page" if rel == "index.html"
-        else str(site),
+        "page": rel, "site": site,
         "served_by": "book/serve.py (make serve): cross-origin isolated, gzip-compressed; the "
                      "page on one thread (?threads=1)",
-        "cpu": cpu_model(), "machine": platform.platform(), "torch": torch.__version__,
-        "git_commit": git_commit(), "threads": {"page": 1, "pytorch": torch.get_num_threads()},
+        "cpu": cpu_model(), "cores": os.cpu_count(), "machine": platform.platform(),
+        "torch": torch.__version__, "git_commit": git_commit(),
+        "threads": {"page": 1, "pytorch": torch.get_num_threads()},
+        "load_average": "os.getloadavg() (1, 5 and 15 minutes) before and after each browser's "
+                        "checks: other work on the machine shares its cores with the page and "
+                        "PyTorch alike",
+        "checks": {"passed": len(checks.notes), "failed": len(checks.failures)},
         "browsers": by_browser,
     }
     path.write_text(json.dumps(record, indent=1) + "\n")
@@ -812,6 +829,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--browsers", default=",".join(BROWSERS),
                    help="which browsers, comma-separated (default: chromium,firefox)")
     p.add_argument("--shots", help="a folder for screenshots at 1280 and 390 px")
+    p.add_argument("--describe", help="what SITE is, for the benchmark's record")
     args = p.parse_args(argv)
     names = tuple(b.strip() for b in args.browsers.split(",") if b.strip())
     if not set(names) <= set(BROWSERS):
@@ -820,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
         site, rel = harness_site(Path(tmp)) if args.harness else (Path(args.site), args.page)
         checks = run(site, rel, args.quick, Path(args.own) if args.own else None,
                      Path(args.benchmark) if args.benchmark else None, names,
-                     Path(args.shots) if args.shots else None)
+                     Path(args.shots) if args.shots else None, args.describe)
     print(f"translator page: {len(checks.notes)} checks passed, {len(checks.failures)} failed")
     return 1 if checks.failures else 0
 
