@@ -47,6 +47,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -363,6 +364,10 @@ def check_files(page: Page, model_dir: Path, own: Path | None, checks: Checks,
         for what, (folder, words) in broken_exports(model_dir, Path(tmp)).items():
             message = choose(page, sorted(folder.iterdir()))
             checks.check(all(w in message for w in words), f"file picker, {what}: {message!r}")
+    box = page.js("(document.querySelector('#ad-own-status').closest('details.ad-own') || "
+                  "{querySelector: () => null}).querySelector('summary')?.textContent || ''")
+    checks.check(box == "Open your own translator",
+                 f"the file picker's messages are shown inside its box ({box!r})")
     checks.check(page.js("window.attentionDerived.translator === window.attentionDerived.book"),
                  "after the failed opens the book's translator is still the one in use")
     before, heap_before = page.browser.memory(), page.js(HEAP)
@@ -451,6 +456,8 @@ EXPLORER = """(() => {
           axes: texts('.ad-axis'), how: texts('.ad-how').join(' '),
           thumbs: [...document.querySelectorAll('.ad-thumb')].map(box),
           rowsBox: box(document.querySelector('.ad-map-rows') || document.body),
+          cells: (c => c ? [c.scrollWidth, c.clientWidth] : [0, 0])(
+            document.querySelector('.ad-map-cells')),
           scrollWidth: document.documentElement.scrollWidth,
           innerWidth: document.documentElement.clientWidth,         // without a scroll bar
           targets: res.target_tokens, sources: res.source_tokens};
@@ -557,12 +564,17 @@ def check_layout(name: str, base: str, checks: Checks, shots: Path | None) -> No
                               for left, right, w in got["thumbs"]]
                     what = (f"{'dark' if dark else 'light'}, {width} px, "
                             f"{len(got['sources'])} tokens")
+                    # on a wide screen the large map is whole in view; on a phone a long
+                    # sentence's may scroll sideways, its row labels staying in view
+                    whole = got["cells"][0] <= got["cells"][1] + 1
                     checks.check(got["scrollWidth"] <= got["innerWidth"] + 1 and len(inside) == 8
-                                 and all(inside) and got["rowsBox"][1] <= got["innerWidth"] + 1,
+                                 and all(inside) and got["rowsBox"][1] <= got["innerWidth"] + 1
+                                 and (whole or width < 1280),
                                  f"{what}: page {got['scrollWidth']} px wide in "
                                  f"{got['innerWidth']}, {sum(inside)} of {len(inside)} "
                                  "thumbnails in view, row labels "
-                                 f"end at {got['rowsBox'][1]:.0f} px")
+                                 f"end at {got['rowsBox'][1]:.0f} px, the map's cells "
+                                 f"{got['cells'][0]} px in {got['cells'][1]} px")
                     if shots:
                         shots.mkdir(parents=True, exist_ok=True)
                         stem = f"{name}-{width}-{'dark' if dark else 'light'}"
@@ -662,8 +674,14 @@ def loaded_bytes(handler, site: Path) -> dict:
         entry["wire"] += r["bytes"]
         entry["file"] += path.stat().st_size if path.is_file() else 0
         entry["gzip"] = entry["gzip"] or r["encoding"] == "gzip"
-    return {"bytes_on_the_wire": sum(f["wire"] for f in files.values()),
+    wire = sum(f["wire"] for f in files.values())
+    weights = [f for name, f in files.items() if name.endswith("/weights.bin")]
+    return {"bytes_on_the_wire": wire,
             "bytes_of_the_files": sum(f["file"] for f in files.values()),
+            # a host that compresses by content type may send the weights (octet-stream) as
+            # they are: the same load with weights.bin's file size in place of its gzip
+            "bytes_on_the_wire_with_weights_bin_uncompressed":
+                wire + sum(f["file"] - f["wire"] for f in weights),
             "by_file": dict(sorted(files.items(), key=lambda kv: -kv[1]["wire"]))}
 
 
@@ -743,7 +761,7 @@ def compare(outputs: dict, checks: Checks) -> None:
 
 def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
         bench: Path | None = None, names: tuple[str, ...] = BROWSERS,
-        shots: Path | None = None) -> Checks:
+        shots: Path | None = None, describe: str | None = None) -> Checks:
     checks = Checks()
     present = []
     for name in names:
@@ -764,18 +782,24 @@ def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
     outputs = {}
     try:
         for name in present:
+            load = os.getloadavg()                   # the machine may be shared: say how busy
             outputs[name] = check_browser(name, site, rel, base, handler, refs, n_beam, checks,
                                           own, record[name] if bench else None, shots)
+            if bench:
+                record[name]["load_average"] = {"before": [round(x, 2) for x in load],
+                                                "after": [round(x, 2) for x in os.getloadavg()]}
     finally:
         server.shutdown()
     if len(outputs) > 1:
         compare(outputs, checks)
     if bench:
-        write_benchmark(bench, record, site, rel)
+        write_benchmark(bench, record, describe or (
+            "book/check_translator.py's harness page" if rel == "index.html"
+            else "the built book (make book)"), rel, checks)
     return checks
 
 
-def write_benchmark(path: Path, by_browser: dict, site: Path, rel: str) -> None:
+def write_benchmark(path: Path, by_browser: dict, site: str, rel: str, checks: Checks) -> None:
     import torch
 
     from transformer_lib.benchmarking import cpu_model
@@ -788,12 +812,16 @@ def write_benchmark(path: Path, by_browser: dict, site: Path, rel: str) -> None:
                 "the maps pass on the prefix graph, drawing, the next frame) against PyTorch's "
                 "greedy search (translate_one, key/value cache); the page's search with its prefix "
                 "graph instead; the page's memory before and after opening translators in a row",
-        "page": rel, "site": "book/check_translator.py's harness page" if rel == "index.html"
-        else str(site),
+        "page": rel, "site": site,
         "served_by": "book/serve.py (make serve): cross-origin isolated, gzip-compressed; the "
                      "page on one thread (?threads=1)",
-        "cpu": cpu_model(), "machine": platform.platform(), "torch": torch.__version__,
-        "git_commit": git_commit(), "threads": {"page": 1, "pytorch": torch.get_num_threads()},
+        "cpu": cpu_model(), "cores": os.cpu_count(), "machine": platform.platform(),
+        "torch": torch.__version__, "git_commit": git_commit(),
+        "threads": {"page": 1, "pytorch": torch.get_num_threads()},
+        "load_average": "os.getloadavg() (1, 5 and 15 minutes) before and after each browser's "
+                        "checks: other work on the machine shares its cores with the page and "
+                        "PyTorch alike",
+        "checks": {"passed": len(checks.notes), "failed": len(checks.failures)},
         "browsers": by_browser,
     }
     path.write_text(json.dumps(record, indent=1) + "\n")
@@ -812,6 +840,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--browsers", default=",".join(BROWSERS),
                    help="which browsers, comma-separated (default: chromium,firefox)")
     p.add_argument("--shots", help="a folder for screenshots at 1280 and 390 px")
+    p.add_argument("--describe", help="what SITE is, for the benchmark's record")
     args = p.parse_args(argv)
     names = tuple(b.strip() for b in args.browsers.split(",") if b.strip())
     if not set(names) <= set(BROWSERS):
@@ -820,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
         site, rel = harness_site(Path(tmp)) if args.harness else (Path(args.site), args.page)
         checks = run(site, rel, args.quick, Path(args.own) if args.own else None,
                      Path(args.benchmark) if args.benchmark else None, names,
-                     Path(args.shots) if args.shots else None)
+                     Path(args.shots) if args.shots else None, args.describe)
     print(f"translator page: {len(checks.notes)} checks passed, {len(checks.failures)} failed")
     return 1 if checks.failures else 0
 

@@ -55,7 +55,17 @@ def test_the_page_translates_as_pytorch_does_in_both_browsers(tmp_path, tiny_exp
     checks = check_translator.run(site, rel, quick=False, own=tiny_export)
     assert not checks.failures, "\n".join(checks.failures)
     for name in ("chromium", "firefox"):
-        assert sum(f"[{name}]" in line for line in checks.notes) >= 30     # every check ran
+        mine = [line for line in checks.notes if f"[{name}]" in line]
+        assert len(mine) >= 30                                             # every check ran
+        # in each browser: rows named by the step (and axis titles) on the
+        # three kinds of map; nothing wider than 390 px, light and dark, a short and a long
+        # sentence; each broken set of files named in the file picker's own box
+        for kind in ("cross", "decoder", "encoder"):
+            assert sum(f"[{name}] {kind}: rows " in line for line in mine) == 1, kind
+        assert sum(", 390 px, " in line for line in mine) == 4
+        assert sum(", 1280 px, " in line for line in mine) == 4
+        assert sum("file picker, " in line for line in mine) == 6
+        assert sum("messages are shown inside its box" in line for line in mine) == 1
     assert sum("chromium's" in line and "bit for bit" in line for line in checks.notes) == 4
     manifest = json.loads((tiny_export / "manifest.json").read_text())
     assert manifest["languages"] == {"source": "de", "target": "en"}

@@ -455,16 +455,24 @@ function thumbnail(matrix, colour) {
   return canvas;
 }
 
-// The large map: row labels in an SVG of their own that stays in view, and the cells with the
-// column labels in a second SVG that scrolls sideways when the map is wider than the page. The
-// cells shrink to fit the width, down to 12 px (below that their labels would overlap).
-function heatmap(matrix, rowLabels, colLabels, { width, colour, onHover, axes, name }) {
-  const Q = matrix.length, K = matrix[0].length;
+// The large map's layout in `width` pixels: the row labels' width (left), the column labels'
+// height (top), the room the last tilted column label takes (right), and the cell: as large as
+// fits, from 12 px (below that the labels would overlap) to 22. `fits`: the whole map is in view.
+function mapLayout(rowLabels, colLabels, width) {
   const left = 10 + 7 * Math.max(...rowLabels.map(s => s.length), 1);
   const top = 12 + 6.2 * Math.max(...colLabels.map(s => s.length), 1);
-  const room = Math.max(120, (width || 600) - left - 16);
+  const right = Math.ceil(top * 0.6);
+  const K = colLabels.length, room = (width || 600) - left - right - 4;
   const cell = Math.max(12, Math.min(22, Math.floor(room / K)));
-  const right = Math.ceil(top * 0.6);                   // room for the last tilted column label
+  return { left, top, right, cell, fits: K * cell <= room };
+}
+
+// The large map: row labels in an SVG of their own that stays in view, and the cells with the
+// column labels in a second SVG that scrolls sideways when the map is wider than its room (on a
+// phone, a long sentence). The cells shrink to fit the width, down to 12 px.
+function heatmap(matrix, rowLabels, colLabels, { width, colour, onHover, axes, name }) {
+  const Q = matrix.length, K = matrix[0].length;
+  const { left, top, right, cell } = mapLayout(rowLabels, colLabels, width);
   const H = top + Q * cell, W = K * cell + right;
   const rows = svg("svg", { width: left, height: H, viewBox: `0 0 ${left} ${H}`,
                             class: "ad-heatmap ad-rowlabels", "aria-hidden": "true" });
@@ -884,13 +892,18 @@ class Page {
                                "data-head": String(m + 1),
                                "aria-label": `layer ${n + 1}, head ${m + 1}`,
                                "aria-pressed": String(n === v.layer && m === v.head) });
-      b.append(thumbnail(matrix, colour), el("span", { text: `layer ${n + 1}, head ${m + 1}` }));
+      // no-break spaces: a narrow thumbnail breaks its label after the comma only
+      b.append(thumbnail(matrix, colour),
+               el("span", { text: `layer\u00a0${n + 1}, head\u00a0${m + 1}` }));
       b.addEventListener("click", () => { v.layer = n; v.head = m; v.heads = null; this.draw(); });
       grid.append(b);
     }));
     const hover = el("p", { class: "ad-hover", "aria-live": "polite" });
     const matrix = all[v.layer][v.head];
-    const width = this.root.clientWidth;
+    // The large map goes beside the grid where it fits there whole, else below it, full width.
+    const { beside, full } = this.mapRoom();
+    const below = !v.lines && !(beside && mapLayout(names.rows, names.cols, beside).fits);
+    const width = below ? full : beside;
     const kind = KINDS[v.kind];
     let view;
     if (v.lines) {
@@ -936,7 +949,17 @@ class Page {
       el("p", { class: "ad-caption", text: `${kind.name}, layer ${v.layer + 1}, head ` +
         `${v.head + 1}: ${this.fill(kind.read)}.` }),
       modes,
-      el("div", { class: "ad-views" }, grid, view));
+      el("div", { class: below ? "ad-views ad-below" : "ad-views" }, grid, view));
+  }
+
+  // The width the large map has beside the grid (null where the two do not fit in one row) and
+  // below it: the sizes translator.css gives .ad-views (the grid min(100%, 26em), a gap of 1.2em,
+  // the map at least 20em).
+  mapRoom() {
+    const full = this.root.clientWidth;
+    const em = parseFloat(getComputedStyle(this.root).fontSize) || 16;
+    const beside = full - Math.min(full, 26 * em) - 1.2 * em;
+    return { beside: beside >= 20 * em ? Math.floor(beside) : null, full };
   }
 
   drawSnapshots() {
