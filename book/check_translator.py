@@ -412,14 +412,54 @@ def check_files(page: Page, model_dir: Path, own: Path | None, checks: Checks,
     names = json.loads(page.js("JSON.stringify(window.attentionDerived.files)"))
     message = choose(page, [own / name for name in names])
     loaded = page.call("window.attentionDerived.loading.then(t => t.manifest.d_model)")
-    text = "ein hund rennt"
+    text = (json.loads((own / "manifest.json").read_text()).get("examples") or ["ein hund"])[0]
     got = page.call(f"window.attentionDerived.translate({json.dumps(text)}, {{beam: 1}})")
     tok = SubwordTokenizer.load(own / "tokenizer.json")
     ref = translate_one(OnnxTranslator(own), tok, text)
     ids = got.get("target_ids") if isinstance(got, dict) else got
     checks.check(ids == ref, f"the file picker opened {own.name} (d_model {loaded}: {message!r}); "
-                             f"its translation equals ONNX Runtime's in Python: {str(ids)[:60]}")
+                             f"its translation of {text!r} equals ONNX Runtime's in Python: "
+                             f"{str(got)[:80]}")
+    check_languages(page, own, json.loads((own / "manifest.json").read_text()), checks)
+    with tempfile.TemporaryDirectory() as tmp:   # the same files, said to be Hebrew→English
+        other = Path(tmp) / "he-en"
+        shutil.copytree(own, other)
+        manifest = json.loads((other / "manifest.json").read_text())
+        manifest["languages"] = {"source": "he", "target": "en"}
+        (other / "manifest.json").write_text(json.dumps(manifest))
+        choose(page, [other / name for name in names])
+        page.call("window.attentionDerived.loading.then(() => true)")
+        check_languages(page, other, manifest, checks)
     page.call("window.attentionDerived.load(null)")
+
+
+# What the page shows of a translator's languages: the labels of the text box and the output,
+# the sentence about the model, the direction each is written in, and the example buttons.
+LANGUAGES_SHOWN = """(() => {
+  const text = s => (document.querySelector(s) || {}).textContent || '';
+  const source = document.getElementById('ad-source');
+  const output = document.getElementById('ad-output');
+  return {source: text('.ad-source-label'), about: text('.ad-about'),
+          dirs: [source.dir, output.dir], langs: [source.lang, output.lang],
+          examples: [...document.querySelectorAll('.ad-example')].map(b => b.textContent)};
+})()"""
+LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "he": "Hebrew"}
+RIGHT_TO_LEFT = {"he"}
+
+
+def check_languages(page: Page, folder: Path, manifest: dict, checks: Checks) -> None:
+    """The page names the languages of the translator it opened (its manifest's), writes each
+    side in its direction, and offers the manifest's example sentences."""
+    src, tgt = manifest["languages"]["source"], manifest["languages"]["target"]
+    got = page.js(LANGUAGES_SHOWN)
+    name, target = LANGUAGE_NAMES[src], LANGUAGE_NAMES[tgt]
+    dirs = ["rtl" if code in RIGHT_TO_LEFT else "ltr" for code in (src, tgt)]
+    checks.check(got["source"] == f"{name} sentence:" and f"{name}\u2192{target}" in got["about"]
+                 and got["langs"] == [src, tgt] and got["dirs"] == dirs
+                 and all(any(e in b for b in got["examples"]) for e in manifest["examples"]),
+                 f"{folder.name}, {src}→{tgt}: labelled {got['source']!r}, "
+                 f"{got['about'][:60]!r}, written {got['dirs']}, examples "
+                 f"{[e[:20] for e in got['examples']]}")
 
 
 def check_query_strings(browser, base: str, checks: Checks) -> None:

@@ -141,6 +141,19 @@ function languageName(code) {
   }
 }
 
+// The direction a language is written in, "rtl" or "ltr": the browser's answer where it has one
+// (Intl.Locale's text info), else from the languages whose scripts run right to left.
+const RIGHT_TO_LEFT = new Set(["ar", "arc", "ckb", "dv", "fa", "he", "iw", "ku", "ps", "sd", "ug",
+                               "ur", "yi"]);
+function direction(code) {
+  try {
+    const locale = new Intl.Locale(code);
+    const info = typeof locale.getTextInfo === "function" ? locale.getTextInfo() : locale.textInfo;
+    if (info && (info.direction === "rtl" || info.direction === "ltr")) return info.direction;
+  } catch { }
+  return RIGHT_TO_LEFT.has(String(code).toLowerCase().split("-")[0]) ? "rtl" : "ltr";
+}
+
 // ------------------------------------------------------------------------------------------------
 // The translator: tokenizer, the two graphs, greedy and beam search.
 class Translator {
@@ -150,7 +163,9 @@ class Translator {
     const languages = manifest.languages || { source: "de", target: "en" };
     this.languages = { source: languages.source, target: languages.target,
                        sourceName: languageName(languages.source),
-                       targetName: languageName(languages.target) };
+                       targetName: languageName(languages.target),
+                       sourceDir: direction(languages.source),
+                       targetDir: direction(languages.target) };
     // The package spells a typed "<eos>" out as characters (its tokenizer encodes special tokens
     // as text); tokenizers.js does the same when the file lists no added tokens.
     this.tokenizer = new Tokenizer({ ...tokenizerJson, added_tokens: [] }, {});
@@ -197,6 +212,7 @@ class Translator {
     const cut = ids.indexOf(this.special.eos);
     const special = new Set(Object.values(this.special));
     const kept = (cut < 0 ? ids : ids.slice(0, cut)).filter(i => !special.has(i));
+    if (!kept.length) return "";                    // (tokenizers.js refuses to decode no ids)
     return this.tokenizer.decode(kept, { skip_special_tokens: false });
   }
 
@@ -612,6 +628,10 @@ function warnings(result) {
              `the source's length + ${api.translator.manifest.max_new_tokens.source_plus}) ` +
              "without finishing: the model lost its way.");
   }
+  if (ids.length === 2 && ids[1] === api.translator.special.eos) {
+    out.push("The model ended the sentence at once and wrote nothing: a translator this " +
+             "barely trained has not learnt to translate this text.");
+  }
   const toks = result.target_tokens.slice(1);
   let worst = null;
   for (let n = 1; n <= 4 && !worst; n++) {               // a piece, or a run of up to 4, again and
@@ -717,6 +737,8 @@ class Page {
     this.root.classList.remove("ad-is-loading");
     this.progress.hidden = true;
     this.source.lang = lang.source;
+    this.source.dir = lang.sourceDir;                   // Arabic or Hebrew text shown from the right
+    this.output.dir = lang.targetDir;
     this.sourceLabel.textContent = `${lang.sourceName} sentence:`;
     this.source.setAttribute("aria-label", `${lang.sourceName} sentence to translate`);
     this.output.lang = lang.target;
