@@ -47,6 +47,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -363,6 +364,10 @@ def check_files(page: Page, model_dir: Path, own: Path | None, checks: Checks,
         for what, (folder, words) in broken_exports(model_dir, Path(tmp)).items():
             message = choose(page, sorted(folder.iterdir()))
             checks.check(all(w in message for w in words), f"file picker, {what}: {message!r}")
+    box = page.js("(document.querySelector('#ad-own-status').closest('details.ad-own') || "
+                  "{querySelector: () => null}).querySelector('summary')?.textContent || ''")
+    checks.check(box == "Open your own translator",
+                 f"the file picker's messages are shown inside its box ({box!r})")
     checks.check(page.js("window.attentionDerived.translator === window.attentionDerived.book"),
                  "after the failed opens the book's translator is still the one in use")
     before, heap_before = page.browser.memory(), page.js(HEAP)
@@ -407,14 +412,54 @@ def check_files(page: Page, model_dir: Path, own: Path | None, checks: Checks,
     names = json.loads(page.js("JSON.stringify(window.attentionDerived.files)"))
     message = choose(page, [own / name for name in names])
     loaded = page.call("window.attentionDerived.loading.then(t => t.manifest.d_model)")
-    text = "ein hund rennt"
+    text = (json.loads((own / "manifest.json").read_text()).get("examples") or ["ein hund"])[0]
     got = page.call(f"window.attentionDerived.translate({json.dumps(text)}, {{beam: 1}})")
     tok = SubwordTokenizer.load(own / "tokenizer.json")
     ref = translate_one(OnnxTranslator(own), tok, text)
     ids = got.get("target_ids") if isinstance(got, dict) else got
     checks.check(ids == ref, f"the file picker opened {own.name} (d_model {loaded}: {message!r}); "
-                             f"its translation equals ONNX Runtime's in Python: {str(ids)[:60]}")
+                             f"its translation of {text!r} equals ONNX Runtime's in Python: "
+                             f"{str(got)[:80]}")
+    check_languages(page, own, json.loads((own / "manifest.json").read_text()), checks)
+    with tempfile.TemporaryDirectory() as tmp:   # the same files, said to be Hebrew→English
+        other = Path(tmp) / "he-en"
+        shutil.copytree(own, other)
+        manifest = json.loads((other / "manifest.json").read_text())
+        manifest["languages"] = {"source": "he", "target": "en"}
+        (other / "manifest.json").write_text(json.dumps(manifest))
+        choose(page, [other / name for name in names])
+        page.call("window.attentionDerived.loading.then(() => true)")
+        check_languages(page, other, manifest, checks)
     page.call("window.attentionDerived.load(null)")
+
+
+# What the page shows of a translator's languages: the labels of the text box and the output,
+# the sentence about the model, the direction each is written in, and the example buttons.
+LANGUAGES_SHOWN = """(() => {
+  const text = s => (document.querySelector(s) || {}).textContent || '';
+  const source = document.getElementById('ad-source');
+  const output = document.getElementById('ad-output');
+  return {source: text('.ad-source-label'), about: text('.ad-about'),
+          dirs: [source.dir, output.dir], langs: [source.lang, output.lang],
+          examples: [...document.querySelectorAll('.ad-example')].map(b => b.textContent)};
+})()"""
+LANGUAGE_NAMES = {"de": "German", "en": "English", "fr": "French", "he": "Hebrew"}
+RIGHT_TO_LEFT = {"he"}
+
+
+def check_languages(page: Page, folder: Path, manifest: dict, checks: Checks) -> None:
+    """The page names the languages of the translator it opened (its manifest's), writes each
+    side in its direction, and offers the manifest's example sentences."""
+    src, tgt = manifest["languages"]["source"], manifest["languages"]["target"]
+    got = page.js(LANGUAGES_SHOWN)
+    name, target = LANGUAGE_NAMES[src], LANGUAGE_NAMES[tgt]
+    dirs = ["rtl" if code in RIGHT_TO_LEFT else "ltr" for code in (src, tgt)]
+    checks.check(got["source"] == f"{name} sentence:" and f"{name}\u2192{target}" in got["about"]
+                 and got["langs"] == [src, tgt] and got["dirs"] == dirs
+                 and all(any(e in b for b in got["examples"]) for e in manifest["examples"]),
+                 f"{folder.name}, {src}→{tgt}: labelled {got['source']!r}, "
+                 f"{got['about'][:60]!r}, written {got['dirs']}, examples "
+                 f"{[e[:20] for e in got['examples']]}")
 
 
 def check_query_strings(browser, base: str, checks: Checks) -> None:
@@ -451,6 +496,8 @@ EXPLORER = """(() => {
           axes: texts('.ad-axis'), how: texts('.ad-how').join(' '),
           thumbs: [...document.querySelectorAll('.ad-thumb')].map(box),
           rowsBox: box(document.querySelector('.ad-map-rows') || document.body),
+          cells: (c => c ? [c.scrollWidth, c.clientWidth] : [0, 0])(
+            document.querySelector('.ad-map-cells')),
           scrollWidth: document.documentElement.scrollWidth,
           innerWidth: document.documentElement.clientWidth,         // without a scroll bar
           targets: res.target_tokens, sources: res.source_tokens};
@@ -557,12 +604,17 @@ def check_layout(name: str, base: str, checks: Checks, shots: Path | None) -> No
                               for left, right, w in got["thumbs"]]
                     what = (f"{'dark' if dark else 'light'}, {width} px, "
                             f"{len(got['sources'])} tokens")
+                    # on a wide screen the large map is whole in view; on a phone a long
+                    # sentence's may scroll sideways, its row labels staying in view
+                    whole = got["cells"][0] <= got["cells"][1] + 1
                     checks.check(got["scrollWidth"] <= got["innerWidth"] + 1 and len(inside) == 8
-                                 and all(inside) and got["rowsBox"][1] <= got["innerWidth"] + 1,
+                                 and all(inside) and got["rowsBox"][1] <= got["innerWidth"] + 1
+                                 and (whole or width < 1280),
                                  f"{what}: page {got['scrollWidth']} px wide in "
                                  f"{got['innerWidth']}, {sum(inside)} of {len(inside)} "
                                  "thumbnails in view, row labels "
-                                 f"end at {got['rowsBox'][1]:.0f} px")
+                                 f"end at {got['rowsBox'][1]:.0f} px, the map's cells "
+                                 f"{got['cells'][0]} px in {got['cells'][1]} px")
                     if shots:
                         shots.mkdir(parents=True, exist_ok=True)
                         stem = f"{name}-{width}-{'dark' if dark else 'light'}"
@@ -662,8 +714,14 @@ def loaded_bytes(handler, site: Path) -> dict:
         entry["wire"] += r["bytes"]
         entry["file"] += path.stat().st_size if path.is_file() else 0
         entry["gzip"] = entry["gzip"] or r["encoding"] == "gzip"
-    return {"bytes_on_the_wire": sum(f["wire"] for f in files.values()),
+    wire = sum(f["wire"] for f in files.values())
+    weights = [f for name, f in files.items() if name.endswith("/weights.bin")]
+    return {"bytes_on_the_wire": wire,
             "bytes_of_the_files": sum(f["file"] for f in files.values()),
+            # a host that compresses by content type may send the weights (octet-stream) as
+            # they are: the same load with weights.bin's file size in place of its gzip
+            "bytes_on_the_wire_with_weights_bin_uncompressed":
+                wire + sum(f["file"] - f["wire"] for f in weights),
             "by_file": dict(sorted(files.items(), key=lambda kv: -kv[1]["wire"]))}
 
 
@@ -743,7 +801,7 @@ def compare(outputs: dict, checks: Checks) -> None:
 
 def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
         bench: Path | None = None, names: tuple[str, ...] = BROWSERS,
-        shots: Path | None = None) -> Checks:
+        shots: Path | None = None, describe: str | None = None) -> Checks:
     checks = Checks()
     present = []
     for name in names:
@@ -764,18 +822,24 @@ def run(site: Path, rel: str, quick: bool = False, own: Path | None = None,
     outputs = {}
     try:
         for name in present:
+            load = os.getloadavg()                   # the machine may be shared: say how busy
             outputs[name] = check_browser(name, site, rel, base, handler, refs, n_beam, checks,
                                           own, record[name] if bench else None, shots)
+            if bench:
+                record[name]["load_average"] = {"before": [round(x, 2) for x in load],
+                                                "after": [round(x, 2) for x in os.getloadavg()]}
     finally:
         server.shutdown()
     if len(outputs) > 1:
         compare(outputs, checks)
     if bench:
-        write_benchmark(bench, record, site, rel)
+        write_benchmark(bench, record, describe or (
+            "book/check_translator.py's harness page" if rel == "index.html"
+            else "the built book (make book)"), rel, checks)
     return checks
 
 
-def write_benchmark(path: Path, by_browser: dict, site: Path, rel: str) -> None:
+def write_benchmark(path: Path, by_browser: dict, site: str, rel: str, checks: Checks) -> None:
     import torch
 
     from transformer_lib.benchmarking import cpu_model
@@ -788,12 +852,16 @@ def write_benchmark(path: Path, by_browser: dict, site: Path, rel: str) -> None:
                 "the maps pass on the prefix graph, drawing, the next frame) against PyTorch's "
                 "greedy search (translate_one, key/value cache); the page's search with its prefix "
                 "graph instead; the page's memory before and after opening translators in a row",
-        "page": rel, "site": "book/check_translator.py's harness page" if rel == "index.html"
-        else str(site),
+        "page": rel, "site": site,
         "served_by": "book/serve.py (make serve): cross-origin isolated, gzip-compressed; the "
                      "page on one thread (?threads=1)",
-        "cpu": cpu_model(), "machine": platform.platform(), "torch": torch.__version__,
-        "git_commit": git_commit(), "threads": {"page": 1, "pytorch": torch.get_num_threads()},
+        "cpu": cpu_model(), "cores": os.cpu_count(), "machine": platform.platform(),
+        "torch": torch.__version__, "git_commit": git_commit(),
+        "threads": {"page": 1, "pytorch": torch.get_num_threads()},
+        "load_average": "os.getloadavg() (1, 5 and 15 minutes) before and after each browser's "
+                        "checks: other work on the machine shares its cores with the page and "
+                        "PyTorch alike",
+        "checks": {"passed": len(checks.notes), "failed": len(checks.failures)},
         "browsers": by_browser,
     }
     path.write_text(json.dumps(record, indent=1) + "\n")
@@ -812,6 +880,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--browsers", default=",".join(BROWSERS),
                    help="which browsers, comma-separated (default: chromium,firefox)")
     p.add_argument("--shots", help="a folder for screenshots at 1280 and 390 px")
+    p.add_argument("--describe", help="what SITE is, for the benchmark's record")
     args = p.parse_args(argv)
     names = tuple(b.strip() for b in args.browsers.split(",") if b.strip())
     if not set(names) <= set(BROWSERS):
@@ -820,7 +889,7 @@ def main(argv: list[str] | None = None) -> int:
         site, rel = harness_site(Path(tmp)) if args.harness else (Path(args.site), args.page)
         checks = run(site, rel, args.quick, Path(args.own) if args.own else None,
                      Path(args.benchmark) if args.benchmark else None, names,
-                     Path(args.shots) if args.shots else None)
+                     Path(args.shots) if args.shots else None, args.describe)
     print(f"translator page: {len(checks.notes)} checks passed, {len(checks.failures)} failed")
     return 1 if checks.failures else 0
 

@@ -308,3 +308,26 @@ def test_encode_batch_of_a_generator_encodes_every_text(tiny_tok):
     texts = ["a man", "walks"]
     assert tiny_tok.encode_batch(t for t in texts) == tiny_tok.encode_batch(texts) == [
         tiny_tok.encode(t) for t in texts]
+
+
+def test_training_from_a_stream_equals_training_from_the_list():
+    """An iterator (sentences read from files, as chapter 21 reads WMT's) is read once, checked as
+    the trainer reads it: the vocabulary of the list, and the list's errors."""
+    texts = ["a man walks", "a dog runs", "the man runs", "ein Hund läuft"] * 3
+    listed = SubwordTokenizer.train(texts, vocab_size=300, min_frequency=1)
+    streamed = SubwordTokenizer.train(iter(texts), vocab_size=300, min_frequency=1)
+    assert streamed.tokenizer.to_str() == listed.tokenizer.to_str()
+    with pytest.raises(TypeError, match=r"texts\[2\] must be a str, got int"):
+        SubwordTokenizer.train(iter(["a b", "c", 3]), vocab_size=300)
+    with pytest.raises(ValueError, match="non-empty"):
+        SubwordTokenizer.train(iter([]), vocab_size=300)
+    with pytest.raises(ValueError, match=r"vocab_size must be an int >= 261"):
+        SubwordTokenizer.train(iter(texts), vocab_size=100)
+    with pytest.raises(ValueError, match=r">= 280 .* 20 distinct characters"):
+        SubwordTokenizer.train(iter(texts), vocab_size=262)
+
+    def failing():
+        yield "a b"
+        raise OSError("the archive went away")
+    with pytest.raises(OSError, match="went away"):
+        SubwordTokenizer.train(failing(), vocab_size=300)

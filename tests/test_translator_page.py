@@ -34,10 +34,18 @@ needs_assets = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def tiny_export(tmp_path_factory):
-    """A translator trained for 20 updates by the command line, exported with --export-web."""
+    """A French→English translator trained for 20 updates by the command line on every 50th of
+    Tatoeba's pairs (2,856), given as a reader gives their own (`--pairs`, a tab-separated file
+    with English first), exported with --export-web."""
+    from transformer_lib.data import load_tatoeba_fra_eng
     out = tmp_path_factory.mktemp("tiny")
+    pairs = load_tatoeba_fra_eng()[::50]                            # (English, French)
+    (out / "fra-eng.tsv").write_text("".join(f"{en}\t{fr}\n" for en, fr in pairs),
+                                     encoding="utf-8")
     subprocess.run([sys.executable, "-m", "transformer_lib.train", "--preset", "cpu-tiny",
-                    "--max-steps", "20", "--train-pairs", "2000", "--eval-sentences", "5",
+                    "--pairs", str(out / "fra-eng.tsv"), "--columns", "2,1", "--src-lang", "fr",
+                    "--tgt-lang", "en", "--heldout", "200", "--vocab-size", "1000",
+                    "--max-steps", "20", "--eval-sentences", "5",
                     "--test-sentences", "5", "--no-progress", "--out-dir", str(out / "run"),
                     "--export-web", str(out / "web")], check=True, capture_output=True)
     return out / "web"
@@ -55,11 +63,25 @@ def test_the_page_translates_as_pytorch_does_in_both_browsers(tmp_path, tiny_exp
     checks = check_translator.run(site, rel, quick=False, own=tiny_export)
     assert not checks.failures, "\n".join(checks.failures)
     for name in ("chromium", "firefox"):
-        assert sum(f"[{name}]" in line for line in checks.notes) >= 30     # every check ran
+        mine = [line for line in checks.notes if f"[{name}]" in line]
+        assert len(mine) >= 30                                             # every check ran
+        # in each browser: rows named by the step (and axis titles) on the
+        # three kinds of map; nothing wider than 390 px, light and dark, a short and a long
+        # sentence; each broken set of files named in the file picker's own box
+        for kind in ("cross", "decoder", "encoder"):
+            assert sum(f"[{name}] {kind}: rows " in line for line in mine) == 1, kind
+        assert sum(", 390 px, " in line for line in mine) == 4
+        assert sum(", 1280 px, " in line for line in mine) == 4
+        assert sum("file picker, " in line for line in mine) == 6
+        assert sum("messages are shown inside its box" in line for line in mine) == 1
     assert sum("chromium's" in line and "bit for bit" in line for line in checks.notes) == 4
     manifest = json.loads((tiny_export / "manifest.json").read_text())
-    assert manifest["languages"] == {"source": "de", "target": "en"}
+    assert manifest["languages"] == {"source": "fr", "target": "en"}
     assert len(manifest["examples"]) == 3                  # the run's first test sentences
+    for name in ("chromium", "firefox"):       # labelled from the manifest, Hebrew from the right
+        for pair, dirs in (("fr→en", "['ltr', 'ltr']"), ("he→en", "['rtl', 'ltr']")):
+            assert sum(f"[{name}]" in line and f", {pair}: labelled " in line and dirs in line
+                       for line in checks.notes) == 1, (name, pair)
 
 
 def test_the_harness_page_holds_the_contracts_elements(tmp_path):

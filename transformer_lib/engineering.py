@@ -375,6 +375,7 @@ def same_folder_as_process_0(folder: str | os.PathLike, rank: int, world_size: i
     barrier(world_size)                                 # every process has looked
     if rank == 0:
         (folder / name).unlink(missing_ok=True)
+    barrier(world_size)                                 # and none returns before it is gone
     return seen
 
 

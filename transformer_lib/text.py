@@ -13,7 +13,7 @@ import math
 import os
 from collections import Counter
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 
 def require(module: str, extra: str = "nlp", user: str = "transformer_lib.text"):
@@ -107,7 +107,7 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 BYTE_TOKENS = tuple(f"<0x{i:02X}>" for i in range(256))
 
 
-def _joint_bpe(texts: list[str], vocab_size: int, min_frequency: int):
+def _joint_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int):
     """A `tokenizers.Tokenizer` trained on `texts` with the four decisions: one vocabulary for
     whatever `texts` hold, special tokens at ids 0-3, no normalisation, byte fallback."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -152,13 +152,21 @@ class SubwordTokenizer:
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
 
     @classmethod
-    def train(cls, texts: Sequence[str], vocab_size: int = 8000,
+    def train(cls, texts: Iterable[str], vocab_size: int = 8000,
               min_frequency: int = 2) -> SubwordTokenizer:
         """Learn a BPE vocabulary of at most `vocab_size` ids (4 special + 256 byte + characters +
-        merges) from `texts`, e.g. the German and the English training sentences together."""
+        merges) from `texts`, e.g. the German and the English training sentences together. A list
+        is checked whole first; other iterables (sentences read from files, as chapter 21 reads
+        WMT's) are checked as the trainer reads them, once, and never held in memory whole."""
         require("tokenizers")
-        texts = _check_training_texts(texts, vocab_size)     # a list of str, with room for them
-        return cls(_joint_bpe(texts, vocab_size, min_frequency))
+        if isinstance(texts, (list, tuple)):
+            texts = _check_training_texts(texts, vocab_size)  # a list of str, with room for them
+            return cls(_joint_bpe(texts, vocab_size, min_frequency))
+        stream = _TextStream(texts)
+        _check_room(1, vocab_size)             # room for one character at least, before reading
+        tokenizer = _joint_bpe(stream, vocab_size, min_frequency)
+        stream.check(vocab_size)               # the list's checks, once every sentence is read
+        return cls(tokenizer)
 
     @property
     def vocab_size(self) -> int:
@@ -404,16 +412,55 @@ def _check_training_texts(texts: Sequence[str], vocab_size: int) -> list[str]:
     if not texts:
         raise ValueError("texts must be a non-empty sequence of strings")
     for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be a str, got {type(t).__name__} {t!r:.40}")
-        _check_text(t, f"texts[{i}]")
+        _check_training_text(t, i)
     alphabet = {ch for t in texts for ch in t.replace(" ", WORD_START)} | {WORD_START}
-    need = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + len(alphabet)
+    _check_room(len(alphabet), vocab_size)
+    return texts
+
+
+def _check_training_text(text, i: int) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__} {text!r:.40}")
+    _check_text(text, f"texts[{i}]")
+
+
+def _check_room(n_characters: int, vocab_size: int) -> None:
+    need = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + n_characters
     if not isinstance(vocab_size, int) or vocab_size < need:
         raise ValueError(f"vocab_size must be an int >= {need} for these texts (4 special "
-                         f"tokens, 256 byte tokens and {len(alphabet)} distinct characters), "
+                         f"tokens, 256 byte tokens and {n_characters} distinct characters), "
                          f"got {vocab_size!r}")
-    return texts
+
+
+class _TextStream:
+    """The sentences of an iterable for the tokenizer's trainer, each checked as it is read, and
+    their alphabet. An error ends the stream and `check` raises it (raised inside the trainer's
+    reading, it would reach the caller as another type)."""
+
+    def __init__(self, texts: Iterable[str]):
+        if isinstance(texts, str):
+            _check_training_texts(texts, 0)                       # the TypeError for one str
+        if not isinstance(texts, Iterable):
+            raise TypeError(f"texts must be an iterable of sentences (str), got "
+                            f"{type(texts).__name__}")
+        self.texts, self.n, self.alphabet, self.error = texts, 0, {WORD_START}, None
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for text in self.texts:
+                _check_training_text(text, self.n)
+                self.alphabet.update(text.replace(" ", WORD_START))
+                self.n += 1
+                yield text
+        except Exception as e:                 # (a file that fails to read, too)
+            self.error = e
+
+    def check(self, vocab_size: int) -> None:
+        if self.error is not None:
+            raise self.error
+        if not self.n:
+            raise ValueError("texts must be a non-empty sequence of strings")
+        _check_room(len(self.alphabet), vocab_size)
 
 
 def _ids_in_vocab(ids, vocab_size: int) -> list[int]:

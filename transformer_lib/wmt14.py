@@ -94,12 +94,14 @@ def iter_wmt14_train(data_dir: str | os.PathLike | None = None, download: bool =
 def train_wmt14_tokenizer(vocab_size: int = 37000, data_dir: str | os.PathLike | None = None,
                           download: bool = True, every: int = 1):
     """One BPE vocabulary for English and German (section 5.1: "a shared source-target vocabulary
-    of about 37000 tokens"), learned from every `every`-th training pair."""
+    of about 37000 tokens"), learned from every `every`-th training pair. The sentences stream
+    from the archives into the trainer, never all in memory: it keeps a count of each distinct
+    word."""
     from transformer_lib.text import SubwordTokenizer
     if not isinstance(every, int) or every < 1:
         raise ValueError(f"every must be an int >= 1, got {every!r}")
-    texts = [s for i, (_, en, de) in enumerate(iter_wmt14_train(data_dir, download))
-             if i % every == 0 for s in (en, de)]
+    texts = (s for i, (_, en, de) in enumerate(iter_wmt14_train(data_dir, download))
+             if i % every == 0 for s in (en, de))
     return SubwordTokenizer.train(texts, vocab_size)
 
 # %% ../notebooks/21_wmt14.ipynb #7d5f863b

@@ -141,6 +141,19 @@ function languageName(code) {
   }
 }
 
+// The direction a language is written in, "rtl" or "ltr": the browser's answer where it has one
+// (Intl.Locale's text info), else from the languages whose scripts run right to left.
+const RIGHT_TO_LEFT = new Set(["ar", "arc", "ckb", "dv", "fa", "he", "iw", "ku", "ps", "sd", "ug",
+                               "ur", "yi"]);
+function direction(code) {
+  try {
+    const locale = new Intl.Locale(code);
+    const info = typeof locale.getTextInfo === "function" ? locale.getTextInfo() : locale.textInfo;
+    if (info && (info.direction === "rtl" || info.direction === "ltr")) return info.direction;
+  } catch { }
+  return RIGHT_TO_LEFT.has(String(code).toLowerCase().split("-")[0]) ? "rtl" : "ltr";
+}
+
 // ------------------------------------------------------------------------------------------------
 // The translator: tokenizer, the two graphs, greedy and beam search.
 class Translator {
@@ -150,7 +163,9 @@ class Translator {
     const languages = manifest.languages || { source: "de", target: "en" };
     this.languages = { source: languages.source, target: languages.target,
                        sourceName: languageName(languages.source),
-                       targetName: languageName(languages.target) };
+                       targetName: languageName(languages.target),
+                       sourceDir: direction(languages.source),
+                       targetDir: direction(languages.target) };
     // The package spells a typed "<eos>" out as characters (its tokenizer encodes special tokens
     // as text); tokenizers.js does the same when the file lists no added tokens.
     this.tokenizer = new Tokenizer({ ...tokenizerJson, added_tokens: [] }, {});
@@ -197,6 +212,7 @@ class Translator {
     const cut = ids.indexOf(this.special.eos);
     const special = new Set(Object.values(this.special));
     const kept = (cut < 0 ? ids : ids.slice(0, cut)).filter(i => !special.has(i));
+    if (!kept.length) return "";                    // (tokenizers.js refuses to decode no ids)
     return this.tokenizer.decode(kept, { skip_special_tokens: false });
   }
 
@@ -455,16 +471,24 @@ function thumbnail(matrix, colour) {
   return canvas;
 }
 
-// The large map: row labels in an SVG of their own that stays in view, and the cells with the
-// column labels in a second SVG that scrolls sideways when the map is wider than the page. The
-// cells shrink to fit the width, down to 12 px (below that their labels would overlap).
-function heatmap(matrix, rowLabels, colLabels, { width, colour, onHover, axes, name }) {
-  const Q = matrix.length, K = matrix[0].length;
+// The large map's layout in `width` pixels: the row labels' width (left), the column labels'
+// height (top), the room the last tilted column label takes (right), and the cell: as large as
+// fits, from 12 px (below that the labels would overlap) to 22. `fits`: the whole map is in view.
+function mapLayout(rowLabels, colLabels, width) {
   const left = 10 + 7 * Math.max(...rowLabels.map(s => s.length), 1);
   const top = 12 + 6.2 * Math.max(...colLabels.map(s => s.length), 1);
-  const room = Math.max(120, (width || 600) - left - 16);
+  const right = Math.ceil(top * 0.6);
+  const K = colLabels.length, room = (width || 600) - left - right - 4;
   const cell = Math.max(12, Math.min(22, Math.floor(room / K)));
-  const right = Math.ceil(top * 0.6);                   // room for the last tilted column label
+  return { left, top, right, cell, fits: K * cell <= room };
+}
+
+// The large map: row labels in an SVG of their own that stays in view, and the cells with the
+// column labels in a second SVG that scrolls sideways when the map is wider than its room (on a
+// phone, a long sentence). The cells shrink to fit the width, down to 12 px.
+function heatmap(matrix, rowLabels, colLabels, { width, colour, onHover, axes, name }) {
+  const Q = matrix.length, K = matrix[0].length;
+  const { left, top, right, cell } = mapLayout(rowLabels, colLabels, width);
   const H = top + Q * cell, W = K * cell + right;
   const rows = svg("svg", { width: left, height: H, viewBox: `0 0 ${left} ${H}`,
                             class: "ad-heatmap ad-rowlabels", "aria-hidden": "true" });
@@ -604,6 +628,10 @@ function warnings(result) {
              `the source's length + ${api.translator.manifest.max_new_tokens.source_plus}) ` +
              "without finishing: the model lost its way.");
   }
+  if (ids.length === 2 && ids[1] === api.translator.special.eos) {
+    out.push("The model ended the sentence at once and wrote nothing: a translator this " +
+             "barely trained has not learnt to translate this text.");
+  }
   const toks = result.target_tokens.slice(1);
   let worst = null;
   for (let n = 1; n <= 4 && !worst; n++) {               // a piece, or a run of up to 4, again and
@@ -709,6 +737,8 @@ class Page {
     this.root.classList.remove("ad-is-loading");
     this.progress.hidden = true;
     this.source.lang = lang.source;
+    this.source.dir = lang.sourceDir;                   // Arabic or Hebrew text shown from the right
+    this.output.dir = lang.targetDir;
     this.sourceLabel.textContent = `${lang.sourceName} sentence:`;
     this.source.setAttribute("aria-label", `${lang.sourceName} sentence to translate`);
     this.output.lang = lang.target;
@@ -884,13 +914,18 @@ class Page {
                                "data-head": String(m + 1),
                                "aria-label": `layer ${n + 1}, head ${m + 1}`,
                                "aria-pressed": String(n === v.layer && m === v.head) });
-      b.append(thumbnail(matrix, colour), el("span", { text: `layer ${n + 1}, head ${m + 1}` }));
+      // no-break spaces: a narrow thumbnail breaks its label after the comma only
+      b.append(thumbnail(matrix, colour),
+               el("span", { text: `layer\u00a0${n + 1}, head\u00a0${m + 1}` }));
       b.addEventListener("click", () => { v.layer = n; v.head = m; v.heads = null; this.draw(); });
       grid.append(b);
     }));
     const hover = el("p", { class: "ad-hover", "aria-live": "polite" });
     const matrix = all[v.layer][v.head];
-    const width = this.root.clientWidth;
+    // The large map goes beside the grid where it fits there whole, else below it, full width.
+    const { beside, full } = this.mapRoom();
+    const below = !v.lines && !(beside && mapLayout(names.rows, names.cols, beside).fits);
+    const width = below ? full : beside;
     const kind = KINDS[v.kind];
     let view;
     if (v.lines) {
@@ -936,7 +971,17 @@ class Page {
       el("p", { class: "ad-caption", text: `${kind.name}, layer ${v.layer + 1}, head ` +
         `${v.head + 1}: ${this.fill(kind.read)}.` }),
       modes,
-      el("div", { class: "ad-views" }, grid, view));
+      el("div", { class: below ? "ad-views ad-below" : "ad-views" }, grid, view));
+  }
+
+  // The width the large map has beside the grid (null where the two do not fit in one row) and
+  // below it: the sizes translator.css gives .ad-views (the grid min(100%, 26em), a gap of 1.2em,
+  // the map at least 20em).
+  mapRoom() {
+    const full = this.root.clientWidth;
+    const em = parseFloat(getComputedStyle(this.root).fontSize) || 16;
+    const beside = full - Math.min(full, 26 * em) - 1.2 * em;
+    return { beside: beside >= 20 * em ? Math.floor(beside) : null, full };
   }
 
   drawSnapshots() {
