@@ -1073,6 +1073,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                         'transformer_lib/training.py'),
                                           'transformer_lib.training._TrainRun.log': ( 'training.html#_trainrun.log',
                                                                                       'transformer_lib/training.py'),
+                                          'transformer_lib.training._accumulated_step': ( 'training.html#_accumulated_step',
+                                                                                          'transformer_lib/training.py'),
                                           'transformer_lib.training._at_least_float32': ( 'training.html#_at_least_float32',
                                                                                           'transformer_lib/training.py'),
                                           'transformer_lib.training._epoch_batches': ( 'training.html#_epoch_batches',
