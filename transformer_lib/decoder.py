@@ -26,9 +26,8 @@ class DecoderLayer(nn.Module):
     cache=None) -> (B, L_t, d_model). Masks are boolean, True = may attend. tgt_mask broadcasts to
     (B, h, L_t, L_past + L_t); None means causal (unlike PyTorch, where None means no mask).
     memory_mask broadcasts to (B, h, L_t, L_s), usually the source padding mask (B, 1, 1, L_s).
-    cache: a dict owned by the caller for incremental decoding; the layer keeps the self-attention
-    keys/values of all positions so far in cache["self_attn"] (appended every call) and the
-    cross-attention keys/values of the memory in cache["cross_attn"] (computed once).
+    cache: a dict owned by the caller, for generation; a call with a cache runs
+    `_forward_with_cache` (chapter 10's key/value cache).
     dropout: on each sub-layer's output (§5.4). attn_dropout, ffn_dropout: on the attention weights
     and on the FFN's hidden layer (not in the paper; nn.TransformerDecoderLayer uses `dropout` there
     too).
@@ -49,13 +48,12 @@ class DecoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None,
                 tgt_mask: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | None = None, cache: dict | None = None) -> torch.Tensor:
-        _check_decoder_inputs(self, x, memory, cache)    # (see Engineering)
-        self_cache, cross_cache = _layer_caches(cache)   # None, None without a cache
+        if cache is not None:               # generation with the key/value cache: see below
+            return _forward_with_cache(self, x, memory, tgt_mask, memory_mask, cache)
+        _check_decoder_inputs(self, x, memory)    # (see Engineering)
         causal = tgt_mask is None                 # the default: causal, given to the kernel by name
-        x = self.residual_self(x, lambda h: self.self_attn(h, h, h, tgt_mask, cache=self_cache,
-                                                           is_causal=causal))
-        x = self.residual_cross(x, lambda h: self.cross_attn(h, memory, memory, memory_mask,
-                                                             cache=cross_cache, static_kv=True))
+        x = self.residual_self(x, lambda h: self.self_attn(h, h, h, tgt_mask, is_causal=causal))
+        x = self.residual_cross(x, lambda h: self.cross_attn(h, memory, memory, memory_mask))
         return self.residual_ffn(x, self.feed_forward)                    # (B, L_t, d_model)
 
 # %% ../notebooks/10_decoder.ipynb #934daf13
@@ -90,13 +88,19 @@ class Decoder(nn.Module):
         return x if self.norm is None else self.norm(x)
 
 # %% ../notebooks/10_decoder.ipynb #fa79f682
-def _layer_caches(cache: dict | None) -> tuple[dict | None, dict | None]:
-    """A DecoderLayer's two entries of its cache dict, created at the first step, or
-    (None, None) without a cache."""
-    if cache is None:
-        return None, None
-    return cache.setdefault("self_attn", {}), cache.setdefault("cross_attn", {})
-
+def _forward_with_cache(layer: DecoderLayer, x, memory, tgt_mask, memory_mask,
+                        cache: dict) -> torch.Tensor:
+    """DecoderLayer.forward for a call with a cache: the same sub-layers, the self-attention's keys
+    and values of all positions so far kept in cache["self_attn"] (appended every call), the
+    memory's in cache["cross_attn"] (computed at the first call; memory may then be None)."""
+    _check_decoder_inputs(layer, x, memory, cache)
+    self_cache, cross_cache = cache.setdefault("self_attn", {}), cache.setdefault("cross_attn", {})
+    causal = tgt_mask is None                 # causal after the cached positions (chapter 05)
+    x = layer.residual_self(x, lambda h: layer.self_attn(h, h, h, tgt_mask, cache=self_cache,
+                                                         is_causal=causal))
+    x = layer.residual_cross(x, lambda h: layer.cross_attn(h, memory, memory, memory_mask,
+                                                           cache=cross_cache, static_kv=True))
+    return layer.residual_ffn(x, layer.feed_forward)                       # (B, L_new, d_model)
 
 def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
     """Select the batch entries `index` (a 1-D LongTensor) of every cached tensor, in place
@@ -113,7 +117,7 @@ def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
     return cache
 
 # %% ../notebooks/10_decoder.ipynb #c93e5b17
-def _check_decoder_inputs(layer: DecoderLayer, x, memory, cache: dict | None) -> None:
+def _check_decoder_inputs(layer: DecoderLayer, x, memory, cache: dict | None = None) -> None:
     check_input(x, layer)
     if memory is None and not (cache and "k" in cache.get("cross_attn", {})):
         raise ValueError("memory is required (only a filled cache['cross_attn'] lets it be None)")

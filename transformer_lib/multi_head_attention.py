@@ -23,8 +23,8 @@ from .cross_attention import attention_columns
 from .masking import make_causal_mask
 
 # %% auto #0
-__all__ = ['NaiveMultiHeadAttention', 'MultiHeadAttention', 'count_parameters', 'attention_matmul_flops', 'per_head_weights',
-           'multi_head_attention_columns', 'check_heads']
+__all__ = ['NaiveMultiHeadAttention', 'MultiHeadAttention', 'naive_from_fused', 'count_parameters', 'attention_matmul_flops',
+           'per_head_weights', 'multi_head_attention_columns', 'check_heads']
 
 # %% ../notebooks/05_multi_head_attention.ipynb #7f512adb
 class NaiveMultiHeadAttention(nn.Module):
@@ -54,56 +54,13 @@ class NaiveMultiHeadAttention(nn.Module):
         self.attn_weights = torch.stack(weights, dim=-3).detach()    # (B, h, L_q, L_k)
         return self.W_O(torch.cat(outs, dim=-1))     # [head_1, ..., head_h] W_O: (B, L_q, d_model)
 
-    @classmethod
-    def from_fused(cls, mha: MultiHeadAttention) -> NaiveMultiHeadAttention:
-        """The h separate heads hidden in a MultiHeadAttention's fused in_proj (same function)."""
-        naive = cls(mha.d_model, mha.n_heads, bias=mha.in_proj.bias is not None)
-        naive.to(device=mha.in_proj.weight.device, dtype=mha.in_proj.weight.dtype)
-        _copy_fused_weights(naive, mha)
-        return naive
-
 # %% ../notebooks/05_multi_head_attention.ipynb #68efb67e
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention, Concat(head_1..head_h) W_O, heads fused (section 3.2.2; chapter 05).
-
-    in_proj: rows [W_Q; W_K; W_V] (nn.MultiheadAttention's layout); out_proj: W_O. query (B, L_q,
-    d_model), key and value (B, L_k, d_model), mask boolean (True = may attend) broadcastable to
-    (B, h, L_q, L_k) -> (B, L_q, d_model). need_weights = True keeps the weights in attn_weights
-    (B, h, L_q, L_k). The decoder's is_causal=True (the causal mask by name) and KV `cache`
-    (static_kv=True: the memory's keys and values, computed once) go through
-    `_forward_cached_or_causal`."""
-
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
-        super().__init__()
-        check_heads(d_model, n_heads)                         # the checks: see "Engineering"
-        check_probability(dropout, "dropout")
-        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.dropout = dropout                              # on the weights, in training only
-        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)   # [W_Q; W_K; W_V]: (3 d, d)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)      # W_O
-        self.need_weights, self.attn_weights = False, None
-
-    def forward(self, query, key, value, mask=None, cache: dict | None = None,
-                static_kv: bool = False, is_causal: bool = False):
-        if cache is not None or is_causal:             # the decoder's options: see "Engineering"
-            return self._forward_cached_or_causal(query, key, value, mask, cache, static_kv,
-                                                  is_causal)
-        _check_mha_inputs(self, query, key, value, mask)
-        q, k, v = self.project_qkv(query, key, value)        # X_q W_Q, X_kv W_K, X_kv W_V
-        q, k, v = (self.split_heads(t) for t in (q, k, v))  # 3 x (B, h, L, d_k)
-        out = self._attend(q, k, v, mask)                     # every head at once: (B, h, L_q, d_k)
-        return self.out_proj(self.merge_heads(out))          # [head_1, ..., head_h] W_O
-
-    def _attend(self, q, k, v, mask, is_causal: bool = False):
-        """softmax(Q K^T / sqrt(d_k)) V on all heads at once: q (B, h, L_q, d_k), k and v
-        (B, h, L_k, d_k) -> (B, h, L_q, d_k). is_causal: the causal mask by name, for the fused
-        kernel only (`_causal` spells it out as a mask whenever the weights are kept)."""
-        p = self.dropout if self.training else 0.0          # dropout on the weights: training only
-        if not self.need_weights:                # PyTorch's fused kernel: the weights never exist
-            return _fast_attention(q, k, v, mask, p, is_causal)
-        out, weights = scaled_dot_product_attention(q, k, v, mask, p)       # chapter 02's kernel
-        self.attn_weights = weights.detach()                                # (B, h, L_q, L_k)
-        return out
+class _AttentionPlumbing(nn.Module):
+    """What MultiHeadAttention (chapter 05) needs besides the math of section 3.2.2: project_qkv,
+    which groups the three projections into as few matrix products as the call allows, and the
+    decoder's path (is_causal=True, the causal mask by name; a KV `cache`). The same function as
+    the explicit path, tested; it uses the subclass's in_proj, out_proj, split_heads, merge_heads
+    and _attend."""
 
     def project_qkv(self, query, key, value):
         """query W_Q, key W_K, value W_V, each (B, L, d_model), in as few matrix products as the
@@ -127,8 +84,8 @@ class MultiHeadAttention(nn.Module):
         b = self.in_proj.bias
         return F.linear(x, self.in_proj.weight[which], None if b is None else b[which])
 
-    def _forward_cached_or_causal(self, query, key, value, mask, cache: dict | None,
-                                 static_kv: bool, is_causal: bool):
+    def _cached_or_causal(self, query, key, value, mask, cache: dict | None,
+                          static_kv: bool, is_causal: bool):
         """forward with a KV cache and/or is_causal=True: the same function as forward with the
         explicit mask (make_causal_mask(L_q, offset=L_k - L_q) for is_causal), the keys and values
         of earlier calls kept in `cache` (see `_heads`)."""
@@ -173,6 +130,42 @@ class MultiHeadAttention(nn.Module):
             cache["k"], cache["v"] = k, v
         return self.split_heads(q), k, v
 
+# %% ../notebooks/05_multi_head_attention.ipynb #5f3a9c1e
+class MultiHeadAttention(_AttentionPlumbing):
+    """Multi-head attention, Concat(head_1..head_h) W_O, heads fused (section 3.2.2; chapter 05).
+
+    in_proj: rows [W_Q; W_K; W_V] (nn.MultiheadAttention's layout); out_proj: W_O. query (B, L_q,
+    d_model), key and value (B, L_k, d_model), boolean mask (True = may attend) broadcastable to
+    (B, h, L_q, L_k) -> (B, L_q, d_model); need_weights = True keeps the weights, attn_weights."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        check_heads(d_model, n_heads)                         # the checks: see "Engineering"
+        check_probability(dropout, "dropout")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout                              # on the weights, in training only
+        self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)   # [W_Q; W_K; W_V]: (3 d, d)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)      # W_O
+        self.need_weights, self.attn_weights = False, None
+
+    def forward(self, query, key, value, mask=None, cache: dict | None = None,
+                static_kv: bool = False, is_causal: bool = False):
+        if cache is not None or is_causal:             # the decoder's path: see "Engineering"
+            return self._cached_or_causal(query, key, value, mask, cache, static_kv, is_causal)
+        _check_mha_inputs(self, query, key, value, mask)
+        q, k, v = self.project_qkv(query, key, value)        # X_q W_Q, X_kv W_K, X_kv W_V
+        q, k, v = (self.split_heads(t) for t in (q, k, v))  # 3 x (B, h, L, d_k)
+        out = self._attend(q, k, v, mask)                     # every head at once: (B, h, L_q, d_k)
+        return self.out_proj(self.merge_heads(out))          # [head_1, ..., head_h] W_O
+
+    def _attend(self, q, k, v, mask, is_causal: bool = False):   # softmax(Q K^T / sqrt(d_k)) V
+        p = self.dropout if self.training else 0.0          # dropout on the weights: training only
+        if not self.need_weights:                # PyTorch's fused kernel: the weights never exist
+            return _fast_attention(q, k, v, mask, p, is_causal)     # (B, h, L_q, d_k)
+        out, weights = scaled_dot_product_attention(q, k, v, mask, p)       # chapter 02's kernel
+        self.attn_weights = weights.detach()                                # (B, h, L_q, L_k)
+        return out
+
     def split_heads(self, x):                                 # (B, L, d_model) -> (B, h, L, d_k)
         return x.view(x.shape[0], x.shape[1], self.n_heads, self.d_k).transpose(1, 2)
 
@@ -180,18 +173,20 @@ class MultiHeadAttention(nn.Module):
         return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], self.d_model)
 
 # %% ../notebooks/05_multi_head_attention.ipynb #c0f7a1e2
-def _copy_fused_weights(naive: NaiveMultiHeadAttention, mha: MultiHeadAttention) -> None:
-    """Copy the fused in_proj of `mha` into the h heads of `naive` and out_proj into its W_O."""
-    d, d_k = mha.d_model, mha.d_k
+def naive_from_fused(mha: MultiHeadAttention) -> NaiveMultiHeadAttention:
+    """The h separate heads hidden in a MultiHeadAttention's fused in_proj, as a
+    NaiveMultiHeadAttention computing the same function (section 3.2.2; chapter 05)."""
+    d, d_k, W, b = mha.d_model, mha.d_k, mha.in_proj.weight, mha.in_proj.bias
+    naive = NaiveMultiHeadAttention(d, mha.n_heads, bias=b is not None).to(W.device, W.dtype)
     with torch.no_grad():
         for m, head in enumerate(naive.heads):
             for i, lin in enumerate((head.W_Q, head.W_K, head.W_V)):
-                # head m's rows of W_Q, W_K or W_V
-                rows = slice(i * d + m * d_k, i * d + (m + 1) * d_k)
-                lin.weight.copy_(mha.in_proj.weight[rows])
-                if lin.bias is not None:
-                    lin.bias.copy_(mha.in_proj.bias[rows])
-        naive.W_O.load_state_dict(mha.out_proj.state_dict())
+                rows = slice(i * d + m * d_k, i * d + (m + 1) * d_k)   # head m's rows of a third
+                lin.weight.copy_(W[rows])                               # W_Q, W_K or W_V
+                if b is not None:
+                    lin.bias.copy_(b[rows])
+        naive.W_O.load_state_dict(mha.out_proj.state_dict())           # W_O is out_proj
+    return naive
 
 # %% ../notebooks/05_multi_head_attention.ipynb #82dd37ff
 def count_parameters(model) -> int:

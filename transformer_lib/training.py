@@ -181,40 +181,27 @@ def train_step(model: nn.Module, batch, loss_fn: Callable, optimizer: torch.opti
                forward: Callable = seq2seq_forward) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One update: logits, labels = forward(model, batch); loss_fn(logits, labels); backward; step.
 
-    `forward` defaults to teacher forcing (`seq2seq_forward`). With float16 autocast pass a
-    `scaler` (`torch.amp.GradScaler`, one per run): the loss is scaled before backward, the
-    gradients unscaled before clipping and the step. `batch` may be `MicroBatches` (appendix A4):
-    each goes forward and backward, its loss weighted by its share of the update's target tokens.
-    Returns the loss (detached, on the device) and the gradient norm before clipping (or None)."""
+    `forward` defaults to teacher forcing (`seq2seq_forward`). `MicroBatches` (appendix A4), a
+    float16 `scaler` (`torch.amp.GradScaler`, one per run) and several processes (DDP) take
+    `_accumulated_step`. Returns the loss (detached, on the device) and the gradient norm before
+    clipping (or None)."""
+    if isinstance(batch, MicroBatches) or scaler is not None or world_size() > 1:
+        return _accumulated_step(model, batch, loss_fn, optimizer, scheduler, clip_grad_norm,
+                                 amp_dtype, scaler, forward)              # (see Engineering)
     if not model.training:                   # after evaluation (train() walks every module)
         model.train()
-    micro = batch if isinstance(batch, MicroBatches) else (batch,)
-    weights = micro_batch_weights(micro)                    # [1.0]: one batch on one process
-    optimizer.zero_grad(set_to_none=True)
-    total = None
-    for i, (b, w) in enumerate(zip(micro, weights)):
-        with gradient_sync(model, sync=i == len(micro) - 1):  # DDP: all-reduce after the last
-            with autocast(b.device, amp_dtype):
-                logits, labels = forward(model, b)          # (B, T, V), (B, T)
-            loss = loss_fn(_at_least_float32(logits), labels)   # outside autocast
-            if not (isinstance(w, float) and w == 1.0):    # a tensor under DDP: no host sync
-                loss = loss * w                             # its share of the update's tokens
-            (loss if scaler is None else scaler.scale(loss)).backward()
-        total = loss.detach() if total is None else total + loss.detach()
-    if scaler is not None:
-        scaler.unscale_(optimizer)                        # true gradients for clipping and the norm
+    optimizer.zero_grad(set_to_none=True)                   # 1. zero the gradients
+    with autocast(batch.device, amp_dtype):                 # mixed precision where it is chosen
+        logits, labels = forward(model, batch)              # 2. forward: (B, T, V), (B, T)
+    loss = loss_fn(_at_least_float32(logits), labels)       # 3. the loss, outside autocast
+    loss.backward()                                         # 4. backward
     grad_norm = None
-    if clip_grad_norm is not None:
+    if clip_grad_norm is not None:                          # the gradient's norm at most this
         grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-    if scaler is None:
-        optimizer.step()
-    else:
-        scaler.step(optimizer)                             # skips the step if a gradient is inf/NaN
-        scaler.update()
+    optimizer.step()                                        # 5. step
     if scheduler is not None:
         scheduler.step()
-    return total, grad_norm
-
+    return loss.detach(), grad_norm
 
 # %% ../notebooks/13_training.ipynb #24ce9985
 def evaluate_loss(model: nn.Module, batches: Iterable, loss_fn: Callable, *,
@@ -537,3 +524,42 @@ class _TrainRun:
 
     def close(self) -> None:
         self.bar.close()
+
+# %% ../notebooks/13_training.ipynb #13accum04
+def _accumulated_step(model: nn.Module, batch, loss_fn: Callable,
+                      optimizer: torch.optim.Optimizer, scheduler, clip_grad_norm: float | None,
+                      amp_dtype: torch.dtype | None, scaler: torch.amp.GradScaler | None,
+                      forward: Callable) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`train_step` for MicroBatches (gradient accumulation), DDP and a float16 GradScaler: each
+    micro-batch forward and backward, its loss weighted by its share of the update's target tokens
+    (on all processes), gradients all-reduced after the last; the scaler scales the loss and
+    unscales the gradients before clipping and the step. Returns (loss, grad_norm) as train_step.
+    """
+    if not model.training:                   # after evaluation (train() walks every module)
+        model.train()
+    micro = batch if isinstance(batch, MicroBatches) else (batch,)
+    weights = micro_batch_weights(micro)                    # [1.0]: one batch on one process
+    optimizer.zero_grad(set_to_none=True)
+    total = None
+    for i, (b, w) in enumerate(zip(micro, weights)):
+        with gradient_sync(model, sync=i == len(micro) - 1):  # DDP: all-reduce after the last
+            with autocast(b.device, amp_dtype):
+                logits, labels = forward(model, b)          # (B, T, V), (B, T)
+            loss = loss_fn(_at_least_float32(logits), labels)   # outside autocast
+            if not (isinstance(w, float) and w == 1.0):    # a tensor under DDP: no host sync
+                loss = loss * w                             # its share of the update's tokens
+            (loss if scaler is None else scaler.scale(loss)).backward()
+        total = loss.detach() if total is None else total + loss.detach()
+    if scaler is not None:
+        scaler.unscale_(optimizer)                        # true gradients for clipping and the norm
+    grad_norm = None
+    if clip_grad_norm is not None:
+        grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)                             # skips the step if a gradient is inf/NaN
+        scaler.update()
+    if scheduler is not None:
+        scheduler.step()
+    return total, grad_norm

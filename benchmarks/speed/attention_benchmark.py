@@ -36,10 +36,7 @@ from torch import nn
 
 from transformer_lib.benchmarking import LiveTensorMemory
 from transformer_lib.masking import make_causal_mask
-from transformer_lib.multi_head_attention import (
-    MultiHeadAttention,
-    NaiveMultiHeadAttention,
-)
+from transformer_lib.multi_head_attention import MultiHeadAttention, naive_from_fused
 
 
 def build(kind: str, d_model: int, h: int, device, dtype) -> nn.Module:   # kind: one of IMPLS
@@ -48,7 +45,7 @@ def build(kind: str, d_model: int, h: int, device, dtype) -> nn.Module:   # kind
     else:
         module = MultiHeadAttention(d_model, h)
         if kind == "naive":
-            module = NaiveMultiHeadAttention.from_fused(module)
+            module = naive_from_fused(module)
         module.need_weights = kind == "explicit"
     return module.to(device=device, dtype=dtype).train()
 
