@@ -286,7 +286,9 @@ def choose(page: Page, files: list[Path]) -> str:
     # an input given the files it holds already fires no change event: empty it first
     page.js("window.attentionDerived.loading = null; "
             "document.getElementById('ad-files').value = ''; true")
-    page.browser.set_files("#ad-files", files)
+    # absolute paths: the browser resolves a relative one against its own working directory
+    # (make browser-check names the site book/_build/html), and then cannot read the file
+    page.browser.set_files("#ad-files", [Path(f).resolve() for f in files])
     for _ in range(200):                      # the input's change event starts the loading
         if page.js("window.attentionDerived.loading !== null"):
             return wait_opened(page)
