@@ -126,7 +126,7 @@ serve:
 pdf: book
 	$(PY) book/make_pdf.py book/_build/html -o book/_build/pdf/attention-derived.pdf
 
-# The release tags v0.2.0, v0.3.0, ... that a repository published from `main` alone lacks: each is
+# The release tags v0.2.0, v0.3.0, v0.4.0, ... that a repository published from `main` alone lacks: each is
 # made at the commit where its release was made (tools/release_tags.py); `git push origin --tags`
 # then publishes them, and the notebooks' set-up cells find the tags they install.
 tags:

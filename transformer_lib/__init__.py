@@ -13,7 +13,7 @@ transformer_lib.train`` is its command line), whatever was imported first; the t
 chapter 13 is ``transformer_lib.training.train``.
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 # --- Chapter 01: self-attention with no parameters ------------------------------------------------
 from .self_attention import basic_self_attention
