@@ -143,10 +143,9 @@ class MultiHeadAttention(_AttentionPlumbing):
         check_heads(d_model, n_heads)                         # the checks: see "Engineering"
         check_probability(dropout, "dropout")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
-        self.dropout = dropout                              # on the weights, in training only
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)   # [W_Q; W_K; W_V]: (3 d, d)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)      # W_O
-        self.need_weights, self.attn_weights = False, None
+        self.dropout, self.need_weights, self.attn_weights = dropout, False, None  # (see _attend)
 
     def forward(self, query, key, value, mask=None, cache: dict | None = None,
                 static_kv: bool = False, is_causal: bool = False):

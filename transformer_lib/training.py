@@ -250,8 +250,7 @@ def train(model: nn.Module, loader: Iterable, loss_fn: Callable, optimizer: torc
                 lr = optimizer.param_groups[0]["lr"]            # the rate this update runs with
                 loss, grad_norm = train_step(model, batch, loss_fn, optimizer, scheduler,
                                              forward=forward, scaler=run.scaler,
-                                             clip_grad_norm=clip_grad_norm,
-                                             amp_dtype=run.amp_dtype)
+                                             clip_grad_norm=clip_grad_norm, amp_dtype=run.amp_dtype)
                 step += 1
                 run.log(step, epoch, loss, batch.n_tokens, lr, grad_norm)
                 if callback is not None:
